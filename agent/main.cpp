@@ -1,0 +1,58 @@
+// nymph: the compute agent. Composition root only: parse the command line, hand over to the libraries.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <boost/json/serialize.hpp>
+
+#include "agent/probe.hpp"
+#include "nymph/version.hpp"
+
+namespace {
+
+int not_built_yet(const std::string& what) {
+  std::cerr << "nymph " << what << ": not implemented yet in this version (" << nymph::kVersion << ")\n";
+  return 2;
+}
+
+int run_probe(bool json) {
+  auto result = nymph::agent::probe_host(nymph::agent::probe_inputs_from_environment());
+  if (json) {
+    std::cout << boost::json::serialize(nymph::agent::to_json(result)) << "\n";
+    return 0;
+  }
+  std::cout << "hostname: " << result.hostname << "\n"
+            << "backend:  " << result.backend << "\n"
+            << "runners: ";
+  for (const auto& r : result.runners) std::cout << " " << r;
+  std::cout << "\ntags:    ";
+  for (const auto& [k, v] : result.tags) std::cout << " " << k << "=" << v;
+  std::cout << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"nymph - compute agent for HPC clusters", "nymph"};
+  app.set_version_flag("--version", std::string("nymph ") + nymph::kVersion);
+  app.require_subcommand(1);
+
+  auto* run = app.add_subcommand("run", "Run the agent daemon in the foreground");
+  auto* install = app.add_subcommand("install", "Create a launch and start a detached daemon (or an sbatch job)");
+  auto* launches = app.add_subcommand("launches", "List launches of this user");
+  auto* kill = app.add_subcommand("kill", "Stop a launch by launch ID or worker label");
+  bool probe_json = false;
+  auto* probe = app.add_subcommand("probe", "Print what this host would advertise to a control plane");
+  probe->add_flag("--json", probe_json, "Print one JSON object");
+  auto* slurm = app.add_subcommand("slurm", "Slurm helpers (e.g. `nymph slurm jobs`)");
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (*probe) return run_probe(probe_json);
+  if (*run) return not_built_yet("run");
+  if (*install) return not_built_yet("install");
+  if (*launches) return not_built_yet("launches");
+  if (*kill) return not_built_yet("kill");
+  if (*slurm) return not_built_yet("slurm");
+  return 2;
+}

@@ -1,0 +1,88 @@
+#include "agent/probe.hpp"
+
+#include <cstdlib>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <sstream>
+
+namespace nymph::agent {
+
+namespace {
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string short_hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  std::string h = buf;
+  if (auto dot = h.find('.'); dot != std::string::npos) h.resize(dot);
+  return h;
+}
+}  // namespace
+
+ProbeInputs probe_inputs_from_environment() {
+  ProbeInputs in;
+  in.path_env = env_or_empty("PATH");
+  if (const char* id = std::getenv("SLURM_JOB_ID"); id && *id) in.slurm_job_id = id;
+  return in;
+}
+
+std::optional<std::string> find_on_path(const std::string& name, const std::string& path_env) {
+  if (name.find('/') != std::string::npos) {
+    if (::access(name.c_str(), X_OK) == 0) return name;
+    return std::nullopt;
+  }
+  std::stringstream ss(path_env);
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    if (dir.empty()) continue;
+    std::string candidate = dir + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return std::nullopt;
+}
+
+ProbeResult probe_host(const ProbeInputs& in) {
+  ProbeResult r;
+  r.hostname = short_hostname();
+  if (in.slurm_runner_enabled) {
+    r.sbatch_path = in.sbatch_override ? find_on_path(*in.sbatch_override, in.path_env)
+                                       : find_on_path("sbatch", in.path_env);
+    if (r.sbatch_path) {
+      r.runners.push_back("slurm");
+      r.tags["host"] = "slurm";
+    }
+  }
+  return r;
+}
+
+boost::json::value to_json(const ProbeResult& r) {
+  boost::json::object o;
+  o["hostname"] = r.hostname;
+  o["backend"] = r.backend;
+  boost::json::array runners;
+  for (const auto& x : r.runners) runners.emplace_back(x);
+  o["runners"] = std::move(runners);
+  boost::json::object tags;
+  for (const auto& [k, v] : r.tags) tags[k] = v;
+  o["tags"] = std::move(tags);
+  if (r.sbatch_path) o["sbatch"] = *r.sbatch_path;
+  if (r.allocation) {
+    boost::json::object s;
+    s["jobId"] = r.allocation->job_id;
+    s["partition"] = r.allocation->partition;
+    if (r.allocation->end_time)
+      s["endTime"] = std::chrono::duration_cast<std::chrono::seconds>(r.allocation->end_time->time_since_epoch()).count();
+    else
+      s["endTime"] = nullptr;
+    o["slurm"] = std::move(s);
+  } else {
+    o["slurm"] = nullptr;
+  }
+  return o;
+}
+
+}  // namespace nymph::agent

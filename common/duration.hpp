@@ -1,0 +1,18 @@
+#pragma once
+// Human durations used in config files and command lines ("250ms", "30s", "5m", "2h", "1d", or plain seconds).
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "common/error.hpp"
+
+namespace nymph {
+
+// Parses `text` into milliseconds. Accepts an unsigned integer or decimal followed by ms, s, m, h or d
+// (no unit means seconds). Returns an Error naming the bad text on failure; never throws.
+Result<std::chrono::milliseconds> parse_duration(std::string_view text);
+
+// Formats a duration the way parse_duration reads it back ("1500ms", "30s", "5m").
+std::string format_duration(std::chrono::milliseconds d);
+
+}  // namespace nymph

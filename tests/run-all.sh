@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# run-all.sh - the one command that runs every test of nymph on a fresh Debian 12 machine (as root).
+#
+# Installs the Debian packages (packaging/deps-debian.sh), configures and builds the `ci` preset (Debug,
+# ASan+UBSan, warnings as errors), then runs every ctest label: unit, integration and slurm. The slurm
+# label's fixture starts the single-node lab cluster (tests/slurm-lab) and stops what it started.
+#
+#   tests/run-all.sh                 everything
+#   NYMPH_TEST_LABELS=unit tests/run-all.sh   only the given ctest label regex
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+packaging/deps-debian.sh
+export PATH=$PATH:/usr/sbin:/sbin
+cmake --preset ci
+cmake --build --preset ci
+args=(--preset ci)
+[[ -n ${NYMPH_TEST_LABELS:-} ]] && args+=(-L "$NYMPH_TEST_LABELS")
+exec ctest "${args[@]}"

@@ -1,0 +1,31 @@
+#include <gtest/gtest.h>
+
+#include "common/duration.hpp"
+
+using namespace std::chrono_literals;
+using nymph::parse_duration;
+
+TEST(Duration, ParsesUnits) {
+  EXPECT_EQ(parse_duration("250ms").value(), 250ms);
+  EXPECT_EQ(parse_duration("30s").value(), 30s);
+  EXPECT_EQ(parse_duration("30").value(), 30s);
+  EXPECT_EQ(parse_duration("1.5s").value(), 1500ms);
+  EXPECT_EQ(parse_duration("5m").value(), 5min);
+  EXPECT_EQ(parse_duration("2h").value(), 2h);
+  EXPECT_EQ(parse_duration("1d").value(), 24h);
+}
+
+TEST(Duration, RejectsGarbageWithTheText) {
+  for (auto bad : {"", "s", "-1s", "10x", "1e3", "abc", "5 m", "nan"}) {
+    auto r = parse_duration(bad);
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_NE(r.error().message.find(std::string("'") + bad + "'"), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(Duration, FormatsRoundTrip) {
+  for (auto d : {250ms, 1500ms, std::chrono::milliseconds(30s), std::chrono::milliseconds(5min),
+                 std::chrono::milliseconds(2h)}) {
+    EXPECT_EQ(parse_duration(nymph::format_duration(d)).value(), d);
+  }
+}
