@@ -83,6 +83,9 @@ class Runner {
   // Asks the attempt `job_id` to stop (process: TERM to its group, grace, KILL; slurm: scancel). Returns at
   // once; run() then finishes with `cancelled`. Unknown ids are ignored.
   virtual void stop(const std::string& job_id, StopReason why) = 0;
+  // Called by the agent once the attempt's final event has been delivered: removes what the attempt left
+  // on disk (work or job directory) unless the runner is configured to keep it. Unknown ids are ignored.
+  virtual void release(const std::string& job_id) = 0;
 };
 
 }  // namespace nymph::runners
