@@ -10,7 +10,12 @@
 namespace nymph {
 
 // An expected failure with a message meant for a person (it names the bad key, value, file or peer).
+// Made with fail("..."). It is deliberately not constructible from a bare string, so that Result<std::string>
+// can tell a value from an error.
 struct Error {
+  struct FromMessage {};
+  Error() = default;
+  Error(FromMessage, std::string text) : message(std::move(text)) {}
   std::string message;
 };
 
@@ -19,7 +24,7 @@ template <class T>
 using Result = boost::system::result<T, Error>;
 
 // Makes an Error from a message, for `return fail("...")`.
-inline Error fail(std::string message) { return Error{std::move(message)}; }
+inline Error fail(std::string message) { return Error(Error::FromMessage{}, std::move(message)); }
 
 // Called by Result<T>::value() when it holds an Error: throws std::runtime_error with the message.
 [[noreturn]] inline void throw_exception_from_error(const Error& e, const boost::source_location&) {
