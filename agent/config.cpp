@@ -1,0 +1,383 @@
+#include "agent/config.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <boost/url/parse.hpp>
+#include <toml++/toml.h>
+
+#include "common/duration.hpp"
+
+namespace nymph::agent {
+
+namespace {
+
+// Internal: aborts parsing with a message that already names file, line and key.
+struct ConfigError {
+  std::string message;
+};
+
+std::string type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    default: return "a date/time";
+  }
+}
+
+// Reads the keys of one TOML table, remembering which it consumed so unknown keys can be reported.
+class TableReader {
+ public:
+  TableReader(const toml::table& table, std::string section, const std::string& source)
+      : table_(table), section_(std::move(section)), source_(source) {}
+
+  [[noreturn]] void fail_at(const toml::node& n, const std::string& key, const std::string& what) const {
+    throw ConfigError{source_ + ":" + std::to_string(n.source().begin.line) + ": " + qualified(key) + ": " + what};
+  }
+
+  const toml::node* find(const std::string& key) {
+    seen_.insert(key);
+    return table_.get(key);
+  }
+
+  void string(const std::string& key, std::string& out) {
+    if (auto* n = find(key)) {
+      auto* s = n->as_string();
+      if (!s) fail_at(*n, key, "expected a string, got " + type_name(*n));
+      if (s->get().find('\0') != std::string::npos) fail_at(*n, key, "must not contain NUL");
+      out = s->get();
+    }
+  }
+
+  void path(const std::string& key, std::filesystem::path& out) {
+    std::string s;
+    bool present = table_.contains(key);
+    string(key, s);
+    if (present) {
+      if (s.empty()) fail_at(*table_.get(key), key, "must not be empty");
+      out = s;
+    }
+  }
+
+  void optional_path(const std::string& key, std::optional<std::filesystem::path>& out) {
+    if (table_.contains(key)) {
+      std::filesystem::path p;
+      path(key, p);
+      out = p;
+    } else {
+      seen_.insert(key);
+    }
+  }
+
+  void boolean(const std::string& key, bool& out) {
+    if (auto* n = find(key)) {
+      auto* b = n->as_boolean();
+      if (!b) fail_at(*n, key, "expected true or false, got " + type_name(*n));
+      out = b->get();
+    }
+  }
+
+  void integer(const std::string& key, int& out, long long min, long long max) {
+    if (auto* n = find(key)) {
+      auto* i = n->as_integer();
+      if (!i) fail_at(*n, key, "expected an integer, got " + type_name(*n));
+      if (i->get() < min || i->get() > max)
+        fail_at(*n, key, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " +
+                             std::to_string(i->get()));
+      out = static_cast<int>(i->get());
+    }
+  }
+
+  // A duration: a string such as "30s" / "250ms" / "5m", or an integer number of seconds.
+  void duration(const std::string& key, milliseconds& out) {
+    if (auto* n = find(key)) out = to_duration(*n, key);
+  }
+
+  void optional_duration(const std::string& key, std::optional<milliseconds>& out) {
+    if (auto* n = find(key)) {
+      // `false` or "off" turns it off explicitly.
+      if (auto* b = n->as_boolean(); b && !b->get()) {
+        out.reset();
+        return;
+      }
+      if (auto* s = n->as_string(); s && s->get() == "off") {
+        out.reset();
+        return;
+      }
+      out = to_duration(*n, key);
+    }
+  }
+
+  void string_map(const std::string& key, std::map<std::string, std::string>& out) {
+    if (auto* n = find(key)) {
+      auto* t = n->as_table();
+      if (!t) fail_at(*n, key, "expected a table of strings (e.g. { site = \"lab\" }), got " + type_name(*n));
+      for (auto&& [k, v] : *t) {
+        auto* s = v.as_string();
+        if (!s) fail_at(v, key + "." + std::string(k.str()), "expected a string, got " + type_name(v));
+        out[std::string(k.str())] = s->get();
+      }
+    }
+  }
+
+  void string_list(const std::string& key, std::vector<std::string>& out) {
+    if (auto* n = find(key)) {
+      auto* a = n->as_array();
+      if (!a) fail_at(*n, key, "expected an array of strings, got " + type_name(*n));
+      for (auto&& v : *a) {
+        auto* s = v.as_string();
+        if (!s) fail_at(v, key, "expected an array of strings, found " + type_name(v));
+        out.push_back(s->get());
+      }
+    }
+  }
+
+  // A sub-table; returns nullptr when absent.
+  const toml::table* table(const std::string& key) {
+    if (auto* n = find(key)) {
+      auto* t = n->as_table();
+      if (!t) fail_at(*n, key, "expected a section/table, got " + type_name(*n));
+      return t;
+    }
+    return nullptr;
+  }
+
+  // Reports the first key this reader was not asked about.
+  void reject_unknown_keys() const {
+    for (auto&& [k, v] : table_) {
+      std::string key(k.str());
+      if (!seen_.contains(key)) {
+        throw ConfigError{source_ + ":" + std::to_string(v.source().begin.line) + ": unknown key " +
+                          qualified(key) + (section_.empty() ? "" : " (not a key of [" + section_ + "])")};
+      }
+    }
+  }
+
+  std::string qualified(const std::string& key) const { return section_.empty() ? key : section_ + "." + key; }
+
+ private:
+  milliseconds to_duration(const toml::node& n, const std::string& key) const {
+    if (auto* i = n.as_integer()) {
+      if (i->get() < 0) fail_at(n, key, "must not be negative");
+      return milliseconds(i->get() * 1000);
+    }
+    if (auto* s = n.as_string()) {
+      auto d = parse_duration(s->get());
+      if (!d) fail_at(n, key, d.error().message);
+      return *d;
+    }
+    fail_at(n, key, "expected a duration such as \"30s\", got " + type_name(n));
+  }
+
+  const toml::table& table_;
+  std::string section_;
+  const std::string& source_;
+  std::set<std::string> seen_;
+};
+
+void read_server(TableReader& r, ServerConfig& s) {
+  r.string("url", s.url);
+  r.path("token_file", s.token_file);
+  r.optional_path("ca_file", s.ca_file);
+  r.duration("poll_timeout", s.poll_timeout);
+  r.boolean("allow_insecure_http", s.allow_insecure_http);
+  r.reject_unknown_keys();
+}
+
+void read_worker(TableReader& r, WorkerConfig& w) {
+  r.string("label", w.label);
+  r.string("launch_id", w.launch_id);
+  r.string_map("tags", w.tags);
+  r.path("work_dir", w.work_dir);
+  r.integer("max_process_jobs", w.max_process_jobs, 0, 4096);
+  r.optional_duration("idle_exit", w.idle_exit);
+  r.duration("drain_grace", w.drain_grace);
+  r.reject_unknown_keys();
+}
+
+void read_process(TableReader& r, ProcessSection& p) {
+  r.boolean("enabled", p.enabled);
+  r.boolean("allow_commands", p.allow_commands);
+  r.duration("kill_grace", p.kill_grace);
+  r.boolean("keep_work_dirs", p.keep_work_dirs);
+  r.reject_unknown_keys();
+}
+
+void read_slurm(TableReader& r, SlurmSection& s) {
+  if (auto* n = r.find("enabled")) {
+    if (auto* b = n->as_boolean()) {
+      s.enabled = b->get() ? "true" : "false";
+    } else if (auto* str = n->as_string(); str && (str->get() == "auto" || str->get() == "true" || str->get() == "false")) {
+      s.enabled = str->get();
+    } else {
+      r.fail_at(*n, "enabled", "expected auto, true or false");
+    }
+  }
+  r.duration("poll_interval", s.poll_interval);
+  r.string("account", s.account);
+  r.string("qos", s.qos);
+  r.string("partition", s.partition);
+  r.path("launch_dir", s.launch_dir);
+  r.integer("max_jobs", s.max_jobs, 1, 100'000);
+  r.duration("max_poll_duration", s.max_poll_duration);
+  r.duration("command_timeout", s.command_timeout);
+  r.string("sbatch", s.sbatch);
+  r.string("squeue", s.squeue);
+  r.string("sacct", s.sacct);
+  r.string("scancel", s.scancel);
+  r.boolean("keep_job_dirs", s.keep_job_dirs);
+  r.reject_unknown_keys();
+}
+
+void read_profiles(const toml::table& t, const std::string& source, std::vector<ProfileConfig>& out) {
+  static const std::regex name_re("[A-Za-z0-9][A-Za-z0-9_.-]{0,63}");
+  TableReader r(t, "profiles", source);
+  for (auto&& [k, v] : t) {
+    std::string name(k.str());
+    if (!std::regex_match(name, name_re)) r.fail_at(v, name, "profile names use letters, digits, '_', '.', '-'");
+    ProfileConfig p{.name = name};
+    if (auto* s = v.as_string()) {
+      r.find(name);
+      p.script = s->get();
+    } else if (auto* sub = v.as_table()) {
+      r.find(name);
+      TableReader pr(*sub, "profiles." + name, source);
+      pr.path("script", p.script);
+      pr.string_list("parameters", p.allowed_parameters);
+      int cap = static_cast<int>(p.max_input_bytes);
+      pr.integer("max_input_bytes", cap, 2, 64 * 1024 * 1024);
+      p.max_input_bytes = static_cast<std::size_t>(cap);
+      pr.reject_unknown_keys();
+      if (p.script.empty()) pr.fail_at(v, "script", "is required");
+    } else {
+      r.fail_at(v, name, "expected a script path or a table { script = ..., parameters = [...] }");
+    }
+    if (!p.script.is_absolute()) r.fail_at(v, name, "script path must be absolute, got '" + p.script.string() + "'");
+    out.push_back(std::move(p));
+  }
+}
+
+void read_log(TableReader& r, LogConfig& l) {
+  r.string("level", l.level);
+  if (auto* n = r.find("level")) {
+    static const std::set<std::string> levels{"trace", "debug", "info", "warn", "error", "critical", "off"};
+    if (!levels.contains(l.level)) r.fail_at(*n, "level", "expected one of trace, debug, info, warn, error, critical, off; got '" + l.level + "'");
+  }
+  if (r.find("file")) r.path("file", l.file);
+  r.reject_unknown_keys();
+}
+
+void check_required(const AgentConfig& c, const std::string& source) {
+  if (c.server.url.empty()) throw ConfigError{source + ": [server] url is required"};
+}
+
+}  // namespace
+
+Result<AgentConfig> parse_config(std::string_view text, const std::string& source) {
+  AgentConfig config;
+  try {
+    toml::table root = toml::parse(text, source);
+    TableReader top(root, "", source);
+    if (auto* t = top.table("server")) {
+      TableReader r(*t, "server", source);
+      read_server(r, config.server);
+    }
+    if (auto* t = top.table("worker")) {
+      TableReader r(*t, "worker", source);
+      read_worker(r, config.worker);
+    }
+    if (auto* runners = top.table("runners")) {
+      TableReader rr(*runners, "runners", source);
+      if (auto* t = rr.table("process")) {
+        TableReader r(*t, "runners.process", source);
+        read_process(r, config.process);
+      }
+      if (auto* t = rr.table("slurm")) {
+        TableReader r(*t, "runners.slurm", source);
+        read_slurm(r, config.slurm);
+      }
+      rr.reject_unknown_keys();
+    }
+    if (auto* t = top.table("profiles")) read_profiles(*t, source, config.profiles);
+    if (auto* t = top.table("log")) {
+      TableReader r(*t, "log", source);
+      read_log(r, config.log);
+    }
+    top.reject_unknown_keys();
+    check_required(config, source);
+  } catch (const toml::parse_error& e) {
+    return fail(source + ":" + std::to_string(e.source().begin.line) + ": invalid TOML: " +
+                std::string(e.description()));
+  } catch (const ConfigError& e) {
+    return fail(e.message);
+  }
+  if (auto ok = check_server_url(config.server); !ok) return fail(source + ": " + ok.error().message);
+  return config;
+}
+
+Result<AgentConfig> load_config(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail("cannot read config file " + path.string() + ": " + std::strerror(errno));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return parse_config(buf.str(), path.string());
+}
+
+Result<void> check_server_url(const ServerConfig& server) {
+  auto url = boost::urls::parse_absolute_uri(server.url);
+  if (!url) return fail("[server] url '" + server.url + "' is not an absolute URL");
+  auto scheme = url->scheme();
+  if (scheme != "http" && scheme != "https")
+    return fail("[server] url '" + server.url + "' must start with https:// (or http:// for loopback)");
+  if (!url->has_authority() || url->host().empty()) return fail("[server] url '" + server.url + "' has no host");
+  if (scheme == "http" && !server.allow_insecure_http) {
+    std::string host = url->host();
+    bool loopback = host == "localhost" || host.starts_with("127.") || host == "[::1]" || host == "::1";
+    if (!loopback)
+      return fail("[server] url '" + server.url +
+                  "' uses plain http to a non-loopback host; use https, or set allow_insecure_http = true");
+  }
+  return {};
+}
+
+Result<std::string> read_token_file(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0)
+    return fail("token file " + path.string() + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return fail("token file " + path.string() + " is not a regular file");
+  if (st.st_uid != ::geteuid())
+    return fail("token file " + path.string() + " is owned by uid " + std::to_string(st.st_uid) +
+                ", not by this user (uid " + std::to_string(::geteuid()) + ")");
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return fail("token file " + path.string() + " has mode " + mode +
+                "; it must not be accessible by group or others (chmod 600 " + path.string() + ")");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail("cannot read token file " + path.string() + ": " + std::strerror(errno));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  std::string token = buf.str();
+  auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
+  while (!token.empty() && is_space(token.back())) token.pop_back();
+  std::size_t start = 0;
+  while (start < token.size() && is_space(token[start])) ++start;
+  token.erase(0, start);
+  if (token.empty()) return fail("token file " + path.string() + " is empty");
+  for (char c : token)
+    if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7e)
+      return fail("token file " + path.string() + " holds characters a token cannot contain");
+  return token;
+}
+
+}  // namespace nymph::agent

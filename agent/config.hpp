@@ -1,0 +1,95 @@
+#pragma once
+// Configuration of `nymph run`: a sectioned TOML file (docs/config.md documents every key).
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace nymph::agent {
+
+using std::chrono::milliseconds;
+
+// [server]
+struct ServerConfig {
+  std::string url;                       // control plane base URL, e.g. https://cp.example.org
+  std::filesystem::path token_file = "token";
+  std::optional<std::filesystem::path> ca_file;
+  milliseconds poll_timeout{30'000};     // how long a held poll may wait (the server's value wins if shorter)
+  bool allow_insecure_http = false;      // plain http:// to a non-loopback host
+};
+
+// [worker]
+struct WorkerConfig {
+  std::string label;                     // default: short host name
+  std::string launch_id;                 // ULID of the launch; default: generated at start
+  std::map<std::string, std::string> tags;
+  std::filesystem::path work_dir = "work";
+  int max_process_jobs = 4;
+  std::optional<milliseconds> idle_exit; // exit with exitReason idle after this long without jobs
+  milliseconds drain_grace{60'000};      // how long running process jobs may finish after SIGTERM
+};
+
+// [runners.process]
+struct ProcessSection {
+  bool enabled = true;
+  bool allow_commands = true;            // `command` jobs (run by /bin/sh -c); false = argv and profiles only
+  milliseconds kill_grace{10'000};
+  bool keep_work_dirs = false;
+};
+
+// [runners.slurm]
+struct SlurmSection {
+  std::string enabled = "auto";          // auto | true | false
+  milliseconds poll_interval{10'000};
+  std::string account, qos, partition;
+  std::filesystem::path launch_dir;      // default: the daemon's working directory
+  int max_jobs = 100;
+  milliseconds max_poll_duration{24 * 3'600'000};
+  milliseconds command_timeout{30'000};
+  std::string sbatch = "sbatch", squeue = "squeue", sacct = "sacct", scancel = "scancel";
+  bool keep_job_dirs = false;
+};
+
+// One entry of [profiles]: name = "/abs/script" or name = { script = "...", parameters = [...], max_input_bytes = N }.
+struct ProfileConfig {
+  std::string name;
+  std::filesystem::path script;
+  std::vector<std::string> allowed_parameters;  // empty: any name
+  std::size_t max_input_bytes = 64 * 1024;
+};
+
+// [log]
+struct LogConfig {
+  std::string level = "info";
+  std::filesystem::path file;            // empty: stderr
+};
+
+struct AgentConfig {
+  ServerConfig server;
+  WorkerConfig worker;
+  ProcessSection process;
+  SlurmSection slurm;
+  std::vector<ProfileConfig> profiles;
+  LogConfig log;
+};
+
+// Parses TOML `text` (named `source` in messages). Unknown keys, wrong types and bad values are errors that
+// name the key and its line. Does not touch the filesystem. Never throws.
+Result<AgentConfig> parse_config(std::string_view text, const std::string& source);
+
+// Reads and parses the file at `path`. Never throws.
+Result<AgentConfig> load_config(const std::filesystem::path& path);
+
+// Checks what parse_config cannot: the URL is http(s) and plain http only goes to loopback unless allowed.
+Result<void> check_server_url(const ServerConfig& server);
+
+// Reads the token: `path` must be a regular file owned by this user with no group/other permission bits
+// and must hold a non-empty token (surrounding whitespace is trimmed). Errors say why and how to fix it,
+// and never contain the token.
+Result<std::string> read_token_file(const std::filesystem::path& path);
+
+}  // namespace nymph::agent

@@ -1,0 +1,174 @@
+// Config: a good file parses to the documented defaults; a catalogue of bad files each gives its message.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/config.hpp"
+
+namespace fs = std::filesystem;
+using namespace nymph::agent;
+using namespace std::chrono_literals;
+
+TEST(Config, MinimalFileGetsDefaults) {
+  auto c = parse_config("[server]\nurl = \"http://127.0.0.1:8470\"\n", "t.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->server.token_file, "token");
+  EXPECT_EQ(c->server.poll_timeout, 30s);
+  EXPECT_EQ(c->worker.max_process_jobs, 4);
+  EXPECT_FALSE(c->worker.idle_exit.has_value());
+  EXPECT_TRUE(c->process.allow_commands);
+  EXPECT_EQ(c->slurm.enabled, "auto");
+  EXPECT_EQ(c->slurm.max_poll_duration, 24h);
+  EXPECT_EQ(c->log.level, "info");
+}
+
+TEST(Config, FullFileParses) {
+  auto c = parse_config(R"(
+[server]
+url = "https://cp.example.org"
+token_file = "tok"
+ca_file = "/etc/ca.pem"
+poll_timeout = "20s"
+[worker]
+label = "login1-01ABC"
+launch_id = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+tags = { site = "lab", gpu = "none" }
+work_dir = "/scratch/w"
+max_process_jobs = 2
+idle_exit = "10m"
+drain_grace = 5
+[runners.process]
+enabled = true
+allow_commands = false
+kill_grace = "500ms"
+keep_work_dirs = true
+[runners.slurm]
+enabled = false
+poll_interval = "2s"
+partition = "debug"
+max_jobs = 7
+[profiles]
+smoke = "/opt/profiles/smoke.sh"
+train = { script = "/opt/profiles/train.sh", parameters = ["lr", "epochs"], max_input_bytes = 4096 }
+[log]
+level = "debug"
+file = "nymph.log"
+)",
+                        "full.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->worker.tags.at("site"), "lab");
+  EXPECT_EQ(*c->worker.idle_exit, 10min);
+  EXPECT_EQ(c->worker.drain_grace, 5s);
+  EXPECT_EQ(c->process.kill_grace, 500ms);
+  EXPECT_FALSE(c->process.allow_commands);
+  EXPECT_EQ(c->slurm.enabled, "false");
+  EXPECT_EQ(c->slurm.max_jobs, 7);
+  ASSERT_EQ(c->profiles.size(), 2u);
+  EXPECT_EQ(c->profiles[1].allowed_parameters, (std::vector<std::string>{"lr", "epochs"}));
+  EXPECT_EQ(c->profiles[1].max_input_bytes, 4096u);
+  EXPECT_EQ(c->log.file, "nymph.log");
+}
+
+struct BadConfig {
+  const char* name;
+  const char* text;
+  const char* message;  // a substring the error must contain
+};
+
+class BadConfigs : public ::testing::TestWithParam<BadConfig> {};
+
+TEST_P(BadConfigs, AreRejectedWithAMessageNamingTheProblem) {
+  auto c = parse_config(GetParam().text, "bad.toml");
+  ASSERT_FALSE(c.has_value()) << GetParam().name;
+  EXPECT_NE(c.error().message.find(GetParam().message), std::string::npos)
+      << "got: " << c.error().message << "\nwanted: " << GetParam().message;
+}
+
+constexpr const char* kUrl = "[server]\nurl = \"http://127.0.0.1:1\"\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    Catalogue, BadConfigs,
+    ::testing::Values(
+        BadConfig{"syntax", "[server\nurl = 1", "bad.toml:1: invalid TOML"},
+        BadConfig{"missing url", "[worker]\nlabel = \"x\"\n", "[server] url is required"},
+        BadConfig{"unknown top-level", "[server]\nurl = \"http://127.0.0.1:1\"\n[serverr]\nx = 1\n",
+                  "bad.toml:3: unknown key serverr"},
+        BadConfig{"unknown server key", "[server]\nurl = \"http://127.0.0.1:1\"\ntoken = \"abc\"\n",
+                  "bad.toml:3: unknown key server.token (not a key of [server])"},
+        BadConfig{"url wrong type", "[server]\nurl = 8470\n", "bad.toml:2: server.url: expected a string, got an integer"},
+        BadConfig{"url not absolute", "[server]\nurl = \"cp.example.org\"\n", "is not an absolute URL"},
+        BadConfig{"ftp url", "[server]\nurl = \"ftp://cp.example.org\"\n", "must start with https://"},
+        BadConfig{"remote plain http", "[server]\nurl = \"http://cp.example.org\"\n", "plain http to a non-loopback host"},
+        BadConfig{"bad duration", "[server]\nurl = \"http://127.0.0.1:1\"\npoll_timeout = \"soon\"\n",
+                  "bad.toml:3: server.poll_timeout: invalid duration 'soon'"},
+        BadConfig{"negative jobs", "[server]\nurl = \"http://127.0.0.1:1\"\n[worker]\nmax_process_jobs = -1\n",
+                  "bad.toml:4: worker.max_process_jobs: must be between 0 and 4096, got -1"},
+        BadConfig{"jobs as string", "[server]\nurl = \"http://127.0.0.1:1\"\n[worker]\nmax_process_jobs = \"4\"\n",
+                  "worker.max_process_jobs: expected an integer, got a string"},
+        BadConfig{"tags not strings", "[server]\nurl = \"http://127.0.0.1:1\"\n[worker]\ntags = { a = 1 }\n",
+                  "worker.tags.a: expected a string, got an integer"},
+        BadConfig{"bool as string", "[server]\nurl = \"http://127.0.0.1:1\"\n[runners.process]\nallow_commands = \"no\"\n",
+                  "runners.process.allow_commands: expected true or false, got a string"},
+        BadConfig{"unknown runner", "[server]\nurl = \"http://127.0.0.1:1\"\n[runners.docker]\nenabled = true\n",
+                  "unknown key runners.docker"},
+        BadConfig{"slurm enabled bad", "[server]\nurl = \"http://127.0.0.1:1\"\n[runners.slurm]\nenabled = \"maybe\"\n",
+                  "runners.slurm.enabled: expected auto, true or false"},
+        BadConfig{"unknown slurm key", "[server]\nurl = \"http://127.0.0.1:1\"\n[runners.slurm]\npartitions = \"x\"\n",
+                  "unknown key runners.slurm.partitions"},
+        BadConfig{"relative profile", "[server]\nurl = \"http://127.0.0.1:1\"\n[profiles]\nsmoke = \"smoke.sh\"\n",
+                  "profiles.smoke: script path must be absolute"},
+        BadConfig{"profile bad name", "[server]\nurl = \"http://127.0.0.1:1\"\n[profiles]\n\"a b\" = \"/x.sh\"\n",
+                  "profile names use letters"},
+        BadConfig{"profile unknown key",
+                  "[server]\nurl = \"http://127.0.0.1:1\"\n[profiles]\nt = { script = \"/x\", param = [] }\n",
+                  "unknown key profiles.t.param"},
+        BadConfig{"log level", "[server]\nurl = \"http://127.0.0.1:1\"\n[log]\nlevel = \"loud\"\n",
+                  "bad.toml:4: log.level: expected one of trace"},
+        BadConfig{"section is a value", "server = \"http://127.0.0.1:1\"\n",
+                  "bad.toml:1: server: expected a section/table, got a string"},
+        BadConfig{"empty token_file", "[server]\nurl = \"http://127.0.0.1:1\"\ntoken_file = \"\"\n",
+                  "server.token_file: must not be empty"}),
+    [](const auto& info) {
+      std::string n = info.param.name;
+      for (auto& ch : n)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return n;
+    });
+
+class TokenFile : public ::testing::Test {
+ protected:
+  fs::path dir = fs::temp_directory_path() / ("nymph-token-" + std::to_string(::getpid()));
+  void SetUp() override { fs::create_directories(dir); }
+  void TearDown() override { fs::remove_all(dir); }
+  fs::path write(const std::string& content, mode_t mode) {
+    auto p = dir / "token";
+    std::ofstream(p) << content;
+    ::chmod(p.c_str(), mode);
+    return p;
+  }
+};
+
+TEST_F(TokenFile, PrivateFileIsRead) {
+  auto t = read_token_file(write("  s3cr3t-token\n", 0600));
+  ASSERT_TRUE(t.has_value()) << t.error().message;
+  EXPECT_EQ(*t, "s3cr3t-token");
+}
+
+TEST_F(TokenFile, GroupReadableIsRefusedWithoutLeakingTheToken) {
+  auto t = read_token_file(write("s3cr3t-token", 0644));
+  ASSERT_FALSE(t.has_value());
+  EXPECT_NE(t.error().message.find("mode 0644"), std::string::npos) << t.error().message;
+  EXPECT_NE(t.error().message.find("chmod 600"), std::string::npos);
+  EXPECT_EQ(t.error().message.find("s3cr3t"), std::string::npos);
+}
+
+TEST_F(TokenFile, MissingEmptyAndNonRegularAreRefused) {
+  EXPECT_NE(read_token_file(dir / "nope").error().message.find("No such file"), std::string::npos);
+  EXPECT_NE(read_token_file(write("\n", 0600)).error().message.find("is empty"), std::string::npos);
+  EXPECT_NE(read_token_file(dir).error().message.find("not a regular file"), std::string::npos);
+  fs::create_symlink(write("abc", 0600), dir / "link");
+  EXPECT_NE(read_token_file(dir / "link").error().message.find("not a regular file"), std::string::npos);
+}
