@@ -1,0 +1,175 @@
+// The lifecycle and backoff state machines, stepped with a synthetic clock: no sockets, no signals, no sleeps.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "agent/backoff.hpp"
+#include "agent/lifecycle.hpp"
+
+using namespace nymph::agent;
+using namespace std::chrono_literals;
+
+namespace {
+const Clock::time_point t0{};
+
+Lifecycle serving(LifecycleConfig c = {}) {
+  Lifecycle l(c, t0);
+  l.registered(t0);
+  return l;
+}
+}  // namespace
+
+TEST(Lifecycle, RegistersThenServes) {
+  Lifecycle l({}, t0);
+  EXPECT_EQ(l.phase(), Phase::registering);
+  EXPECT_FALSE(l.accepting_jobs());
+  l.registered(t0);
+  EXPECT_EQ(l.phase(), Phase::serving);
+  EXPECT_TRUE(l.accepting_jobs());
+}
+
+TEST(Lifecycle, SigtermDrainsThenExitsWhenProcessJobsAreDone) {
+  auto l = serving({.drain_grace = 10s});
+  auto a = l.on_signal(Signal::term, t0);
+  EXPECT_FALSE(a.exit_now);
+  EXPECT_FALSE(a.kill_process_jobs);
+  EXPECT_EQ(l.phase(), Phase::draining);
+  EXPECT_FALSE(l.accepting_jobs());
+  EXPECT_EQ(l.exit_reason(), ExitReason::sigterm);
+  EXPECT_FALSE(l.on_tick(1, 3, t0 + 5s).exit_now);
+  // Slurm jobs (all_jobs > process_jobs) never hold a manager stop.
+  EXPECT_TRUE(l.on_tick(0, 2, t0 + 6s).exit_now);
+  EXPECT_EQ(l.phase(), Phase::exited);
+  EXPECT_EQ(exit_status(*l.exit_reason()), 143);
+}
+
+TEST(Lifecycle, DrainGraceExpiryKillsProcessJobsOnce) {
+  auto l = serving({.drain_grace = 10s});
+  l.on_signal(Signal::interrupt, t0);
+  EXPECT_EQ(l.exit_reason(), ExitReason::sigint);
+  EXPECT_EQ(l.next_deadline(), t0 + 10s);
+  EXPECT_FALSE(l.on_tick(2, 2, t0 + 9s).kill_process_jobs);
+  EXPECT_TRUE(l.on_tick(2, 2, t0 + 10s).kill_process_jobs);
+  EXPECT_FALSE(l.on_tick(1, 1, t0 + 11s).kill_process_jobs);
+  EXPECT_FALSE(l.next_deadline().has_value());
+  EXPECT_TRUE(l.on_tick(0, 0, t0 + 12s).exit_now);
+}
+
+TEST(Lifecycle, SecondSignalStopsAtOnce) {
+  auto l = serving({.drain_grace = 60s});
+  l.on_signal(Signal::term, t0);
+  auto a = l.on_signal(Signal::term, t0 + 1s);
+  EXPECT_TRUE(a.kill_process_jobs);
+  EXPECT_EQ(l.exit_reason(), ExitReason::sigterm);
+}
+
+TEST(Lifecycle, SignalWhileRegisteringExitsImmediately) {
+  Lifecycle l({}, t0);
+  EXPECT_TRUE(l.on_signal(Signal::term, t0).exit_now);
+  EXPECT_EQ(l.exit_reason(), ExitReason::sigterm);
+}
+
+TEST(Lifecycle, KillDirectiveIsKilled) {
+  auto l = serving();
+  l.on_directive(Directive::kill, t0);
+  EXPECT_EQ(l.exit_reason(), ExitReason::killed);
+  EXPECT_TRUE(l.on_tick(0, 0, t0).exit_now);
+}
+
+TEST(Lifecycle, DrainDirectiveWaitsForEveryJobWithoutKilling) {
+  auto l = serving({.drain_grace = 1s});
+  l.on_directive(Directive::drain, t0);
+  EXPECT_FALSE(l.accepting_jobs());
+  auto a = l.on_tick(0, 1, t0 + 1h);  // a Slurm job still running: keep tracking it, kill nothing
+  EXPECT_FALSE(a.kill_process_jobs);
+  EXPECT_FALSE(a.exit_now);
+  EXPECT_TRUE(l.on_tick(0, 0, t0 + 2h).exit_now);
+}
+
+TEST(Lifecycle, FatalErrorExitsNow) {
+  auto l = serving();
+  auto a = l.on_fatal("control plane rejected the token (401)");
+  EXPECT_TRUE(a.exit_now);
+  EXPECT_EQ(l.exit_reason(), ExitReason::error);
+  EXPECT_EQ(exit_status(ExitReason::error), 1);
+  EXPECT_EQ(l.message(), "control plane rejected the token (401)");
+}
+
+TEST(Lifecycle, IdleExitCountsFromTheLastJob) {
+  auto l = serving({.idle_exit = 30s});
+  EXPECT_EQ(l.next_deadline(), t0 + 30s);
+  EXPECT_FALSE(l.on_tick(0, 1, t0 + 20s).exit_now);  // busy
+  EXPECT_FALSE(l.on_tick(0, 0, t0 + 40s).exit_now);  // idle from 40 s on
+  EXPECT_EQ(l.next_deadline(), t0 + 70s);
+  EXPECT_FALSE(l.on_tick(0, 0, t0 + 69s).exit_now);
+  EXPECT_TRUE(l.on_tick(0, 0, t0 + 70s).exit_now);
+  EXPECT_EQ(l.exit_reason(), ExitReason::idle);
+  EXPECT_EQ(exit_status(ExitReason::idle), 0);
+}
+
+TEST(Lifecycle, NoIdleExitByDefault) {
+  auto l = serving();
+  EXPECT_FALSE(l.on_tick(0, 0, t0 + 1000h).exit_now);
+  EXPECT_FALSE(l.next_deadline().has_value());
+}
+
+TEST(Lifecycle, WalltimeLeadDrainsAndSigusr1IsWalltime) {
+  LifecycleConfig c{.drain_grace = 5s, .walltime_end = t0 + 1h, .walltime_lead = 2min};
+  auto l = serving(c);
+  EXPECT_EQ(l.next_deadline(), t0 + 58min);
+  EXPECT_FALSE(l.on_tick(0, 0, t0 + 57min).exit_now);
+  l.on_tick(1, 1, t0 + 58min);
+  EXPECT_EQ(l.phase(), Phase::draining);
+  EXPECT_EQ(l.exit_reason(), ExitReason::walltime);
+
+  auto m = serving(c);
+  m.on_signal(Signal::usr1, t0 + 10min);
+  EXPECT_EQ(m.exit_reason(), ExitReason::walltime);
+}
+
+TEST(Lifecycle, SigtermAtWalltimeIsWalltimeOtherwiseSigterm) {
+  LifecycleConfig c{.walltime_end = t0 + 1h, .walltime_lead = 2min};
+  auto early = serving(c);
+  early.on_signal(Signal::term, t0 + 10min);  // a scancel
+  EXPECT_EQ(early.exit_reason(), ExitReason::sigterm);
+  auto late = serving(c);
+  late.on_signal(Signal::term, t0 + 59min);
+  EXPECT_EQ(late.exit_reason(), ExitReason::walltime);
+}
+
+TEST(Lifecycle, JobsThatCannotFinishBeforeWalltimeAreRefused) {
+  LifecycleConfig c{.walltime_end = t0 + 1h, .walltime_lead = 2min};
+  auto l = serving(c);
+  EXPECT_TRUE(l.fits_before_walltime(30min, t0));
+  EXPECT_FALSE(l.fits_before_walltime(59min, t0));
+  EXPECT_FALSE(l.fits_before_walltime(std::nullopt, t0));
+  EXPECT_TRUE(serving().fits_before_walltime(std::nullopt, t0));
+}
+
+TEST(Backoff, FullJitterWithinAGrowingCapUpToTheMaximum) {
+  Backoff b({.initial = 500ms, .max = 60s}, 42);
+  std::chrono::milliseconds expected_cap = 500ms;
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(b.current_cap(), std::min<std::chrono::milliseconds>(expected_cap, 60s)) << i;
+    auto d = b.next_delay();
+    EXPECT_GE(d, 0ms);
+    EXPECT_LE(d, std::min<std::chrono::milliseconds>(expected_cap, 60s));
+    expected_cap *= 2;
+  }
+  EXPECT_EQ(b.current_cap(), 60s);
+  EXPECT_EQ(b.failures(), 12);
+  b.reset();
+  EXPECT_EQ(b.current_cap(), 500ms);
+}
+
+TEST(Backoff, DelaysAreJitteredNotFixed) {
+  Backoff b({.initial = 60s, .max = 60s}, 7);
+  std::set<long long> seen;
+  for (int i = 0; i < 20; ++i) seen.insert(b.next_delay().count());
+  EXPECT_GT(seen.size(), 15u);
+}
+
+TEST(Backoff, ManyFailuresDoNotOverflow) {
+  Backoff b({.initial = 500ms, .max = 60s}, 1);
+  for (int i = 0; i < 1000; ++i) EXPECT_LE(b.next_delay(), 60s);
+}
