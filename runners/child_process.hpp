@@ -1,0 +1,160 @@
+#pragma once
+// Child processes over Boost.Process v2 (1.81), with its known bugs worked around (see TOOLCHAIN.md):
+// argv only (never a shell), an explicit environment (replaced, not merged), stdin from /dev/null,
+// stdout/stderr to async pipes, a file or /dev/null, the child in its own process group (or session),
+// no file descriptor inherited beyond 0-2, a failed exec that neither runs the parent's exit handlers nor
+// leaves a zombie, and SIGCHLD-based waiting (no pidfd_open, no close_range: works on RHEL 7 kernels).
+// Everything here runs on the caller's io_context and never blocks it for longer than a fork+exec.
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include "common/error.hpp"
+
+namespace nymph::runners {
+
+// A whole environment, NAME -> value.
+using Environment = std::map<std::string, std::string>;
+
+// The calling process's own environment (`environ`) as a map. Entries without '=' are skipped.
+Environment current_environment();
+
+// Where a child's standard output or standard error goes.
+struct OutputTarget {
+  enum class Kind { pipe, null, file };
+  Kind kind = Kind::pipe;
+  std::string path;    // Kind::file: created 0600 if missing
+  bool append = true;  // Kind::file: append (true) or truncate (false)
+
+  // An async pipe the parent reads through ChildProcess::out() / err().
+  static OutputTarget to_pipe() { return {}; }
+  // /dev/null.
+  static OutputTarget to_null() { return {Kind::null, {}, true}; }
+  // The file at `path`, appended to or truncated.
+  static OutputTarget to_file(std::string path, bool append = true) { return {Kind::file, std::move(path), append}; }
+};
+
+// How a child is detached from the agent's own process group.
+enum class Grouping {
+  process_group,  // setpgid(0, 0): its own group in the agent's session (jobs, commands)
+  session,        // setsid(): its own session and group, no controlling terminal (detached daemons)
+};
+
+// What to start.
+struct LaunchOptions {
+  // Program and arguments, passed verbatim (argv[0] included). argv[0] containing '/' is used as a path
+  // (relative ones resolve against working_dir); otherwise it is looked up on PATH: env's PATH if it sets
+  // one, else the agent's own, else "/usr/bin:/bin".
+  std::vector<std::string> argv;
+  Environment env;          // the child's whole environment
+  std::string working_dir;  // empty: the agent's working directory
+  OutputTarget out = OutputTarget::to_pipe();
+  OutputTarget err = OutputTarget::to_pipe();
+  Grouping grouping = Grouping::process_group;
+};
+
+// How a process ended: exactly one of exit_code / signal is set, or neither when the status could not be
+// collected (another part of the process reaped it).
+struct ExitStatus {
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+
+  // Decodes a waitpid() status word (WIFEXITED / WIFSIGNALED; never Boost's evaluate_exit_code).
+  static ExitStatus from_wait_status(int status);
+  // True iff the process exited with status 0.
+  bool success() const { return exit_code == 0; }
+  // For a person: "exited with status 3", "killed by signal 9 (KILL)", "exit status unknown".
+  std::string describe() const;
+};
+
+// One started child: the leader of its own process group (its pid is the group id). Not copyable; movable
+// while no operation is pending on it. Single-threaded: use it from the executor it was launched on.
+class ChildProcess {
+ public:
+  // Starts `options.argv` on `exec`. Returns an Error naming the program and the reason (not found on PATH,
+  // exec failure such as ENOENT/EACCES, working directory, pipe or fork failure); in that case no child
+  // is left behind (a forked child that fails to exec calls _exit(127) and is reaped here). Never throws
+  // for those; throws std::bad_alloc only. Blocks only for the fork+exec itself.
+  static Result<ChildProcess> launch(const boost::asio::any_io_executor& exec, LaunchOptions options);
+
+  ChildProcess(ChildProcess&&) noexcept;
+  ChildProcess& operator=(ChildProcess&&) noexcept;
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  // If the leader has not been reaped yet: SIGKILL to its group, then a blocking waitpid for the leader
+  // (immediate in practice). Prefer `co_await terminate(grace)` before letting it go.
+  ~ChildProcess();
+
+  // The child's pid, which is also its process group id.
+  pid_t pid() const;
+
+  // The read end of the stdout / stderr pipe (non-blocking), or nullptr when that stream was not a pipe.
+  // Reading to EOF means every process holding the write end (the child, or grandchildren) has exited.
+  boost::asio::posix::stream_descriptor* out();
+  boost::asio::posix::stream_descriptor* err();
+
+  // Sends `sig` to every process of the child's group (kill(-pgid, sig)). Returns false when the group
+  // no longer exists or the leader was never started. Never throws.
+  bool signal_group(int sig) noexcept;
+
+  // True while any process of the group exists (zombies not yet reaped by their parent included).
+  bool group_alive() const noexcept;
+
+  // Waits for the leader to exit and reaps it. Returns at once when it already has. Cancelling it (e.g. the
+  // loser of `||`) only stops the wait; it never signals the child. Throws boost::system::system_error
+  // with operation_aborted when cancelled.
+  boost::asio::awaitable<ExitStatus> wait();
+
+  // The leader's status once wait() has collected it.
+  std::optional<ExitStatus> exit_status() const;
+
+  // Ends the whole group and returns the leader's status: SIGTERM to the group; once the leader has exited
+  // and the group is empty, or `grace` has passed, SIGKILL to whatever is left; then reaps the leader. If the
+  // leader has already exited, only leftover group members (background grandchildren) are handled, and if
+  // none remain it returns at once without signalling. Safe to await after a cancellation: it disables
+  // throw-on-cancel for its own waits.
+  boost::asio::awaitable<ExitStatus> terminate(std::chrono::milliseconds grace);
+
+ private:
+  struct Impl;
+  explicit ChildProcess(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Options of run_command beyond argv, environment and timeout.
+struct CommandOptions {
+  std::string working_dir;                         // empty: the agent's
+  std::chrono::milliseconds kill_grace{2000};      // on timeout: SIGTERM, this long, then SIGKILL
+  std::size_t max_output = 1024 * 1024;            // bytes kept per stream; the rest is read and dropped
+};
+
+// What run_command collected.
+struct CommandResult {
+  ExitStatus status;
+  std::string out;             // stdout, at most max_output bytes (the first ones)
+  std::string err;             // stderr, likewise
+  bool out_truncated = false;  // stdout was longer than max_output
+  bool err_truncated = false;
+  bool timed_out = false;      // the timeout expired and the group was terminated (status is then the signal)
+};
+
+// Runs `argv` (no shell) with exactly `env` in its own process group, stdin from /dev/null, and captures
+// stdout and stderr concurrently (bounded). On `timeout` the whole group gets SIGTERM, then SIGKILL after
+// options.kill_grace; the result then has timed_out = true. Background grandchildren left in the group after
+// the program exits are terminated the same way, so the call always returns. Returns an Error only when the
+// program cannot be started (message names it). Not cancellable: bound it with `timeout`.
+boost::asio::awaitable<Result<CommandResult>> run_command(std::vector<std::string> argv, Environment env,
+                                                          std::chrono::milliseconds timeout,
+                                                          CommandOptions options = {});
+
+}  // namespace nymph::runners
