@@ -1,0 +1,111 @@
+#pragma once
+// nymph::http - a small HTTP/1.1 client for the control-plane protocol (http:// and https://).
+//
+// - Coroutine API on the caller's executor; expected failures (connection refused, timeout, TLS verification,
+//   oversized reply) are Result errors with a message for a person. An HTTP error status is NOT a failure: the
+//   Response carries it.
+// - HTTPS verifies the peer certificate chain and the host name, sends SNI, and trusts the system default CA
+//   paths (OpenSSL honours SSL_CERT_FILE / SSL_CERT_DIR) plus an optional `ca_file`.
+// - Host names are resolved on a private one-thread pool (never by the io_context's resolver, which
+//   Boost.Process's notify_fork breaks - TOOLCHAIN.md bug 5); numeric IPv4/IPv6 hosts skip resolution.
+// - Keep-alive connections are pooled and reused; concurrent requests on one Client each use their own
+//   connection. A request that fails on a reused connection before any reply byte arrived is retried once on
+//   a fresh connection (the server closed the idle connection).
+// - The bearer token is never logged and never appears in an error message.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include "common/error.hpp"
+
+namespace nymph::http {
+
+enum class Method { get, post, put, delete_ };
+
+// Wire name of a method ("GET", ...).
+std::string_view to_string(Method m);
+
+// Settings of one Client (a value, defaulted members).
+struct ClientConfig {
+  std::optional<std::string> ca_file;               // extra PEM bundle to trust (https)
+  std::chrono::milliseconds connect_timeout{10'000}; // TCP connect + TLS handshake
+  std::size_t max_response_body = 64 * 1024 * 1024;  // a larger reply is an error
+  std::size_t max_idle_connections = 4;              // pooled keep-alive connections
+  std::string user_agent = "nymph";
+};
+
+// One request. `target` is the path and query ("/v1/jobs?state=queued"), appended to the base URL's path.
+struct Request {
+  Method method = Method::get;
+  std::string target;
+  std::string body;
+  std::string content_type = "application/json";  // sent only when body is non-empty or method is POST/PUT
+  std::string bearer_token;                        // empty: no Authorization header
+  std::chrono::milliseconds timeout{30'000};       // whole exchange: connect, write, read
+};
+
+// A reply, whatever its status.
+struct Response {
+  unsigned status = 0;
+  std::string body;                                          // raw bytes (binary-safe)
+  std::vector<std::pair<std::string, std::string>> headers;  // in received order
+
+  // Value of the first header called `name` (case-insensitive), or nullopt.
+  std::optional<std::string> header(std::string_view name) const;
+  // True for 2xx.
+  bool ok() const { return status >= 200 && status < 300; }
+};
+
+// Parsed base URL.
+struct Endpoint {
+  bool tls = false;
+  std::string host;       // without brackets for IPv6
+  std::uint16_t port = 0;
+  std::string base_path;  // "" or "/prefix" (no trailing slash)
+};
+
+// Parses "http://host[:port][/prefix]" or "https://...". Returns an Error for other schemes, user info,
+// queries, fragments or a missing host. Default ports 80 / 443.
+Result<Endpoint> parse_endpoint(std::string_view url);
+
+// True when `host` is a loopback address (127.0.0.0/8, ::1) or "localhost".
+bool is_loopback_host(std::string_view host);
+
+// An HTTP client bound to one base URL and one executor. Not thread-safe: use it from its executor only.
+// Destroying it closes pooled connections; requests in flight must have completed first.
+class Client {
+ public:
+  // Creates a client for `base_url`. Returns an Error for a bad URL or an unreadable `ca_file`.
+  static Result<Client> create(boost::asio::any_io_executor ex, std::string_view base_url,
+                               ClientConfig config = {});
+
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
+  ~Client();
+
+  // Sends `req` and reads the whole reply. Fails (Error) on connect/TLS/timeout/protocol errors or when the
+  // reply body exceeds max_response_body. Cancellation: a cancelled awaiting coroutine aborts the exchange
+  // and the connection is discarded.
+  boost::asio::awaitable<Result<Response>> request(Request req);
+
+  // Closes idle pooled connections (e.g. before a long pause). Never fails.
+  void close_idle();
+
+  // The parsed base URL.
+  const Endpoint& endpoint() const;
+
+ private:
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nymph::http
