@@ -1,0 +1,259 @@
+#include "installer/plan.hpp"
+
+#include <map>
+#include <sstream>
+
+#include <boost/url/parse.hpp>
+#include <toml++/toml.h>
+
+#include "common/duration.hpp"
+#include "installer/slurm_values.hpp"
+
+namespace nymph::installer {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+bool has_control(std::string_view s) {
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return true;
+  }
+  return false;
+}
+
+// A value shown in an error message: control characters escaped so the message stays on one line.
+std::string shown(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      static constexpr char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return "'" + out + "'";
+}
+
+bool is_loopback_host(std::string_view host) {
+  return host == "localhost" || host == "[::1]" || host.starts_with("127.");
+}
+
+Result<void> check_server(std::string_view url) {
+  if (url.empty()) return fail("--server is required (the control plane URL, e.g. https://cp.example.org)");
+  if (url.size() > 2048 || has_control(url) || url.find(' ') != std::string_view::npos)
+    return fail("--server " + shown(url.substr(0, 64)) + ": not a valid URL");
+  auto u = boost::urls::parse_absolute_uri(url);
+  if (!u) return fail("--server " + shown(url) + ": not a valid URL (" + u.error().message() + ")");
+  if (u->scheme() != "http" && u->scheme() != "https")
+    return fail("--server " + shown(url) + ": the scheme must be https:// (or http:// to a loopback address)");
+  if (u->encoded_host().empty()) return fail("--server " + shown(url) + ": the URL has no host");
+  if (u->has_userinfo()) return fail("--server " + shown(url) + ": credentials do not belong in the URL; use --token-file");
+  if (u->has_query() || u->has_fragment()) return fail("--server " + shown(url) + ": the URL must not have a query or fragment");
+  if (u->scheme() == "http" && !is_loopback_host(u->encoded_host()))
+    return fail("--server " + shown(url) + ": plain http:// is only allowed to a loopback address; use https://");
+  return {};
+}
+
+Result<std::string> check_label(const InstallOptions& o, const HostFacts& host) {
+  std::string label = o.label.empty() ? host.hostname : o.label;
+  std::string flag = o.label.empty() ? "the host name (default label)" : "--label";
+  bool ok = !label.empty() && label.size() <= 64 && is_alnum(label.front());
+  for (char c : label) ok = ok && (is_alnum(c) || c == '-' || c == '_' || c == '.');
+  if (!ok)
+    return fail(flag + " " + shown(label) +
+                ": a label is 1-64 letters, digits, '-', '_', '.', starting with a letter or digit" +
+                (o.label.empty() ? "; pass --label" : ""));
+  return label;
+}
+
+Result<std::map<std::string, std::string>> parse_tags(const std::vector<std::string>& tags) {
+  std::map<std::string, std::string> out;
+  for (const auto& t : tags) {
+    auto eq = t.find('=');
+    std::string key = t.substr(0, eq);
+    bool key_ok = eq != std::string::npos && !key.empty() && key.size() <= 64;
+    for (char c : key) key_ok = key_ok && (is_alnum(c) || c == '-' || c == '_' || c == '.');
+    if (!key_ok) return fail("--tag " + shown(t) + ": expected key=value with a key of letters, digits, '-', '_', '.'");
+    std::string value = t.substr(eq + 1);
+    bool value_ok = value.size() <= 256;
+    for (char c : value) value_ok = value_ok && c >= 0x20 && c <= 0x7e;
+    if (!value_ok) return fail("--tag " + shown(t) + ": the value must be at most 256 printable ASCII characters");
+    if (!out.emplace(key, value).second) return fail("--tag " + shown(t) + ": tag '" + key + "' given twice");
+  }
+  return out;
+}
+
+// Characters allowed in a path that goes into an #SBATCH line unquoted ('%' is a Slurm filename pattern).
+bool is_sbatch_path(const fs::path& p) {
+  for (char c : p.native())
+    if (!(is_alnum(c) || std::string_view("/._+,@=:~-").find(c) != std::string_view::npos)) return false;
+  return true;
+}
+
+Result<void> check_paths(const InstallOptions& o, const InstallPlan& plan, const HostFacts& host) {
+  for (const fs::path* p : {&plan.launch_dir, &plan.log_path, &host.nymph_exe}) {
+    if (!p->is_absolute() || has_control(p->native()))
+      return fail("path " + shown(p->native()) + " must be absolute and free of control characters");
+  }
+  if (o.slurm) {
+    for (const fs::path* p : {&plan.launch_dir, &plan.log_path}) {
+      if (!is_sbatch_path(*p))
+        return fail("path " + shown(p->native()) +
+                    " cannot go into an #SBATCH line (use letters, digits and / . _ + , @ = : ~ -); "
+                    "choose another --state-dir or HOME");
+    }
+  }
+  return {};
+}
+
+
+Result<void> check_slurm(const InstallOptions& o) {
+  if (!o.slurm) {
+    bool any = !o.slurm_partition.empty() || !o.slurm_time.empty() || !o.slurm_account.empty() ||
+               !o.slurm_qos.empty();
+    if (any) return fail("--slurm-partition, --slurm-time, --slurm-account and --slurm-qos need --slurm");
+    return {};
+  }
+  if (!o.slurm_partition.empty())
+    if (auto r = check_slurm_partition("--slurm-partition", o.slurm_partition); !r) return r;
+  if (!o.slurm_account.empty())
+    if (auto r = check_slurm_name("--slurm-account", o.slurm_account); !r) return r;
+  if (!o.slurm_qos.empty())
+    if (auto r = check_slurm_name("--slurm-qos", o.slurm_qos); !r) return r;
+  if (o.slurm_signal_lead < 1 || o.slurm_signal_lead > 65535)
+    return fail("--slurm-signal-lead " + std::to_string(o.slurm_signal_lead) + ": expected 1 to 65535 seconds");
+  if (o.slurm_time.empty()) return {};
+  auto t = parse_slurm_time("--slurm-time", o.slurm_time);
+  if (!t) return t.error();
+  if (*t && (*t)->count() <= o.slurm_signal_lead)
+    return fail("--slurm-signal-lead " + std::to_string(o.slurm_signal_lead) + "s must be shorter than --slurm-time " +
+                o.slurm_time + " (" + std::to_string((*t)->count()) + "s)");
+  return {};
+}
+
+Result<std::optional<std::string>> check_idle_exit(const InstallOptions& o) {
+  if (o.idle_exit.empty()) return std::optional<std::string>{};
+  auto d = parse_duration(o.idle_exit);
+  if (!d) return fail("--idle-exit " + shown(o.idle_exit) + ": " + d.error().message);
+  if (d->count() <= 0) return fail("--idle-exit " + shown(o.idle_exit) + ": must be longer than zero");
+  return std::optional<std::string>{format_duration(*d)};
+}
+
+std::string render_config(const InstallPlan& plan, const std::map<std::string, std::string>& tags,
+                          const std::optional<std::string>& idle_exit) {
+  // Sections are printed one by one so they appear in a readable order; toml++ quotes every value.
+  toml::table server{{"url", plan.server}, {"token_file", std::string(kTokenFile)}};
+  toml::table worker{{"label", plan.worker_label}, {"launch_id", plan.launch_id}};
+  if (idle_exit) worker.insert("idle_exit", *idle_exit);
+  toml::table tag_table;
+  for (const auto& [k, v] : tags) tag_table.insert(k, v);
+  toml::table log{{"level", "info"}};
+  std::ostringstream out;
+  out << "# nymph launch " << plan.launch_id << ", written by `nymph install`. The token is in ./" << kTokenFile
+      << ".\n\n[server]\n"
+      << server << "\n\n[worker]\n"
+      << worker << "\n\n";
+  if (!tags.empty()) out << "[worker.tags]\n" << tag_table << "\n\n";
+  out << "[log]\n" << log << "\n";
+  return out.str();
+}
+
+std::string render_sbatch_script(const InstallOptions& o, const InstallPlan& plan) {
+  std::string s = "#!/bin/sh\n";
+  auto directive = [&](std::string_view flag, const std::string& value) {
+    if (!value.empty()) s += "#SBATCH --" + std::string(flag) + "=" + value + "\n";
+  };
+  directive("job-name", plan.job_name);
+  directive("partition", o.slurm_partition);
+  directive("time", o.slurm_time);
+  directive("account", o.slurm_account);
+  directive("qos", o.slurm_qos);
+  directive("output", plan.log_path.native());
+  directive("open-mode", "append");
+  directive("chdir", plan.launch_dir.native());
+  directive("signal", "B:USR1@" + std::to_string(o.slurm_signal_lead));
+  s += "# nymph launch " + plan.launch_id + " (worker " + plan.worker_label + ")\n";
+  s += "exec " + shell_join(plan.daemon_argv) + "\n";
+  return s;
+}
+
+}  // namespace
+
+fs::path default_state_dir(const fs::path& home) { return home / ".local" / "share" / "nymph"; }
+
+fs::path log_path_for(const fs::path& home, const std::string& launch_id) {
+  return home / ".local" / "share" / ("nymph-" + launch_id + ".log");
+}
+
+Result<InstallPlan> make_install_plan(const InstallOptions& o, const HostFacts& host, const Ulid& id) {
+  if (auto r = check_server(o.server); !r) return r.error();
+  auto label = check_label(o, host);
+  if (!label) return label.error();
+  auto tags = parse_tags(o.tags);
+  if (!tags) return tags.error();
+  auto idle_exit = check_idle_exit(o);
+  if (!idle_exit) return idle_exit.error();
+  if (auto r = check_slurm(o); !r) return r.error();
+  if (!o.state_dir.empty() && !fs::path(o.state_dir).is_absolute())
+    return fail("--state-dir " + shown(o.state_dir) + " must be an absolute path");
+
+  InstallPlan plan;
+  plan.launch_id = id.str();
+  plan.worker_label = *label + "-" + plan.launch_id;
+  plan.mode = o.slurm ? LaunchMode::slurm : LaunchMode::local;
+  plan.server = o.server;
+  plan.state_dir = (o.state_dir.empty() ? default_state_dir(host.home) : fs::path(o.state_dir)).lexically_normal();
+  plan.launch_dir = plan.state_dir / "launches" / plan.launch_id;
+  plan.config_path = plan.launch_dir / kConfigFile;
+  plan.log_path = log_path_for(host.home, plan.launch_id);
+  if (auto r = check_paths(o, plan, host); !r) return r.error();
+  plan.config_toml = render_config(plan, *tags, *idle_exit);
+  plan.daemon_argv = {host.nymph_exe.native(), "run", "--config", plan.config_path.native()};
+  if (o.slurm) {
+    plan.job_name = "lakeshore-nymph-" + plan.launch_id;
+    plan.sbatch_script = render_sbatch_script(o, plan);
+  }
+  return plan;
+}
+
+Result<std::string> check_token(std::string_view raw, std::string_view source) {
+  auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
+  while (!raw.empty() && is_space(raw.back())) raw.remove_suffix(1);
+  while (!raw.empty() && is_space(raw.front())) raw.remove_prefix(1);
+  if (raw.empty()) return fail("the token from " + std::string(source) + " is empty");
+  if (raw.size() > 4096) return fail("the token from " + std::string(source) + " is longer than 4096 characters");
+  for (char c : raw)
+    if (c < 0x21 || c > 0x7e)
+      return fail("the token from " + std::string(source) + " holds characters a token cannot contain");
+  return std::string(raw);
+}
+
+std::string shell_quote(std::string_view word) {
+  bool safe = !word.empty();
+  for (char c : word) safe = safe && (is_alnum(c) || std::string_view("_./:=@%+,-").find(c) != std::string_view::npos);
+  if (safe) return std::string(word);
+  std::string out = "'";
+  for (char c : word) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+std::string shell_join(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    if (!out.empty()) out += ' ';
+    out += shell_quote(a);
+  }
+  return out;
+}
+
+}  // namespace nymph::installer

@@ -1,0 +1,83 @@
+#pragma once
+// `nymph install` as pure functions: options and host facts in, a complete plan (paths, file contents, the
+// command to start) out. Nothing here touches the filesystem or starts anything, so every rule is unit-tested.
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/ulid.hpp"
+
+namespace nymph::installer {
+
+// The command line of `nymph install`, as parsed (not yet validated).
+struct InstallOptions {
+  std::string server;                     // --server URL (required)
+  std::string token_file;                 // --token-file F (copied into the launch)
+  bool token_stdin = false;               // --token-stdin
+  std::string label;                      // --label; empty: the short host name
+  std::vector<std::string> tags;          // --tag k=v, repeatable
+  bool slurm = false;                     // --slurm: submit with sbatch instead of starting a detached daemon
+  std::string slurm_partition, slurm_time, slurm_account, slurm_qos;
+  int slurm_signal_lead = 120;            // --slurm-signal-lead seconds: SIGUSR1 this long before the walltime
+  std::string idle_exit;                  // --idle-exit duration; empty: off
+  std::string state_dir;                  // --state-dir; empty: ~/.local/share/nymph
+  bool json = false;                      // --json
+  bool dry_run = false;                   // --dry-run
+};
+
+// What the plan needs to know about the machine and the running binary.
+struct HostFacts {
+  std::filesystem::path home;             // the user's home directory (absolute)
+  std::string hostname;                   // the short host name (default label)
+  std::filesystem::path nymph_exe;        // absolute path of the nymph binary the launch runs
+};
+
+enum class LaunchMode { local, slurm };
+
+// Everything `nymph install` will write and run, fully validated.
+struct InstallPlan {
+  std::string launch_id;                  // the ULID
+  std::string worker_label;               // "<label>-<ULID>"
+  LaunchMode mode = LaunchMode::local;
+  std::string server;
+  std::filesystem::path state_dir;        // <state-dir>
+  std::filesystem::path launch_dir;       // <state-dir>/launches/<ULID> (0700)
+  std::filesystem::path config_path;      // <launch_dir>/config.toml (0600)
+  std::filesystem::path log_path;         // ~/.local/share/nymph-<ULID>.log
+  std::string config_toml;                // content of config.toml
+  std::vector<std::string> daemon_argv;   // <nymph> run --config <config_path>
+  std::string job_name;                   // slurm: lakeshore-nymph-<ULID>
+  std::string sbatch_script;              // slurm: the script given to `sbatch --parsable` on stdin
+};
+
+// Name of the files inside a launch directory.
+inline constexpr const char* kConfigFile = "config.toml";
+inline constexpr const char* kTokenFile = "token";
+inline constexpr const char* kLaunchFile = "launch.json";
+inline constexpr const char* kStatusFile = "status.json";
+
+// The default state directory: <home>/.local/share/nymph.
+std::filesystem::path default_state_dir(const std::filesystem::path& home);
+
+// The log file of a launch: <home>/.local/share/nymph-<ULID>.log.
+std::filesystem::path log_path_for(const std::filesystem::path& home, const std::string& launch_id);
+
+// Validates every option and builds the plan for launch `id`. Hostile or malformed values (control characters,
+// #SBATCH injection, shell metacharacters in paths that go into the script, unknown URL schemes, duplicate
+// tags...) give an Error that names the option; never throws. Does not look at the token.
+Result<InstallPlan> make_install_plan(const InstallOptions& options, const HostFacts& host, const Ulid& id);
+
+// Checks a token read from a file or standard input and returns it without surrounding whitespace: 1 to 4096
+// printable ASCII characters (0x21-0x7e), the same rule the daemon applies. The Error never contains the token.
+Result<std::string> check_token(std::string_view raw, std::string_view source);
+
+// Quotes `word` for a POSIX shell: unchanged when it only holds safe characters, else in single quotes.
+std::string shell_quote(std::string_view word);
+
+// Joins argv into one shell-quoted command line (for printing and for the sbatch script).
+std::string shell_join(const std::vector<std::string>& argv);
+
+}  // namespace nymph::installer

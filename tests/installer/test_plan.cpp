@@ -1,0 +1,290 @@
+// Install planning: options -> paths, config.toml, daemon command line, sbatch script; every bad value rejected.
+#include <gtest/gtest.h>
+
+#include <toml++/toml.h>
+
+#include "installer/plan.hpp"
+#include "installer/slurm_values.hpp"
+
+using namespace nymph::installer;
+
+namespace {
+
+const nymph::Ulid kId = nymph::parse_ulid("01ARZ3NDEKTSV4RRFFQ69G5FAV").value();
+
+HostFacts host() { return {.home = "/home/ada", .hostname = "login1", .nymph_exe = "/opt/nymph/bin/nymph"}; }
+
+InstallOptions base() {
+  InstallOptions o;
+  o.server = "https://cp.example.org";
+  o.token_file = "/home/ada/tok";
+  return o;
+}
+
+InstallOptions slurm_base() {
+  auto o = base();
+  o.slurm = true;
+  o.slurm_partition = "debug";
+  o.slurm_time = "1:00:00";
+  o.slurm_account = "proj-1";
+  o.slurm_qos = "normal";
+  return o;
+}
+
+InstallPlan plan_ok(const InstallOptions& o, const HostFacts& h = host()) {
+  auto p = make_install_plan(o, h, kId);
+  EXPECT_TRUE(p) << (p ? "" : p.error().message);
+  return p ? *p : InstallPlan{};
+}
+
+std::string plan_error(const InstallOptions& o, const HostFacts& h = host()) {
+  auto p = make_install_plan(o, h, kId);
+  EXPECT_FALSE(p) << "accepted";
+  return p ? "" : p.error().message;
+}
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST(InstallPlan, DefaultLocalPlan) {
+  auto p = plan_ok(base());
+  EXPECT_EQ(p.launch_id, "01ARZ3NDEKTSV4RRFFQ69G5FAV");
+  EXPECT_EQ(p.worker_label, "login1-01ARZ3NDEKTSV4RRFFQ69G5FAV");
+  EXPECT_EQ(p.mode, LaunchMode::local);
+  EXPECT_EQ(p.state_dir, "/home/ada/.local/share/nymph");
+  EXPECT_EQ(p.launch_dir, "/home/ada/.local/share/nymph/launches/01ARZ3NDEKTSV4RRFFQ69G5FAV");
+  EXPECT_EQ(p.config_path, p.launch_dir / "config.toml");
+  EXPECT_EQ(p.log_path, "/home/ada/.local/share/nymph-01ARZ3NDEKTSV4RRFFQ69G5FAV.log");
+  EXPECT_EQ(p.daemon_argv, (std::vector<std::string>{"/opt/nymph/bin/nymph", "run", "--config",
+                                                      p.config_path.native()}));
+  EXPECT_TRUE(p.sbatch_script.empty());
+  EXPECT_TRUE(p.job_name.empty());
+}
+
+TEST(InstallPlan, ConfigIsSectionedTomlWithTheLaunchIdentity) {
+  auto o = base();
+  o.tags = {"site=lab", "gpu=a100"};
+  o.idle_exit = "600";
+  auto p = plan_ok(o);
+  auto t = toml::parse(p.config_toml);
+  EXPECT_EQ(t["server"]["url"].value_or(std::string{}), "https://cp.example.org");
+  EXPECT_EQ(t["server"]["token_file"].value_or(std::string{}), "token");
+  EXPECT_EQ(t["worker"]["label"].value_or(std::string{}), "login1-01ARZ3NDEKTSV4RRFFQ69G5FAV");
+  EXPECT_EQ(t["worker"]["launch_id"].value_or(std::string{}), "01ARZ3NDEKTSV4RRFFQ69G5FAV");
+  EXPECT_EQ(t["worker"]["idle_exit"].value_or(std::string{}), "10m");
+  EXPECT_EQ(t["worker"]["tags"]["site"].value_or(std::string{}), "lab");
+  EXPECT_EQ(t["worker"]["tags"]["gpu"].value_or(std::string{}), "a100");
+  EXPECT_EQ(t["log"]["level"].value_or(std::string{}), "info");
+  for (auto section : {"[server]\n", "[worker]\n", "[worker.tags]\n", "[log]\n"})
+    EXPECT_TRUE(contains(p.config_toml, section)) << p.config_toml;
+}
+
+TEST(InstallPlan, NoIdleExitOrTagsUnlessGiven) {
+  auto t = toml::parse(plan_ok(base()).config_toml);
+  EXPECT_FALSE(t["worker"]["idle_exit"]);
+  EXPECT_FALSE(t["worker"]["tags"]);
+}
+
+TEST(InstallPlan, TagValuesAreQuotedNotPasted) {
+  auto o = base();
+  o.tags = {"note=a \"b\" \\ [server] url = 'x'"};
+  auto p = plan_ok(o);
+  auto t = toml::parse(p.config_toml);
+  EXPECT_EQ(t["worker"]["tags"]["note"].value_or(std::string{}), "a \"b\" \\ [server] url = 'x'");
+  EXPECT_EQ(t["server"]["url"].value_or(std::string{}), "https://cp.example.org");
+}
+
+TEST(InstallPlan, BadTagsRejected) {
+  for (std::string tag : {"novalue", "=v", "bad key=v", "k\n=v", "k=line\nbreak", "k=\x7f", "k.[x]=v"}) {
+    auto o = base();
+    o.tags = {tag};
+    EXPECT_TRUE(contains(plan_error(o), "--tag")) << tag;
+  }
+  auto o = base();
+  o.tags = {"a=1", "a=2"};
+  EXPECT_TRUE(contains(plan_error(o), "given twice"));
+  o.tags = {"a="};
+  EXPECT_TRUE(make_install_plan(o, host(), kId)) << "an empty value is allowed";
+}
+
+TEST(InstallPlan, LabelRules) {
+  auto o = base();
+  o.label = "gpu-box_1.a";
+  EXPECT_EQ(plan_ok(o).worker_label, "gpu-box_1.a-01ARZ3NDEKTSV4RRFFQ69G5FAV");
+  for (std::string bad : std::vector<std::string>{"-x", "a b", "a/b", "x\ny", std::string(65, 'a'), "é"}) {
+    o.label = bad;
+    EXPECT_TRUE(contains(plan_error(o), "--label")) << bad;
+  }
+  auto h = host();
+  h.hostname = "";
+  EXPECT_TRUE(contains(plan_error(base(), h), "pass --label"));
+}
+
+TEST(InstallPlan, ServerRules) {
+  auto o = base();
+  for (std::string good : {"https://cp.example.org", "https://cp.example.org:8443/prefix", "http://127.0.0.1:8080",
+                           "http://localhost:1234", "http://[::1]:80"}) {
+    o.server = good;
+    EXPECT_TRUE(make_install_plan(o, host(), kId)) << good;
+  }
+  o.server = "";
+  EXPECT_TRUE(contains(plan_error(o), "--server is required"));
+  for (std::string bad : {"cp.example.org", "ftp://cp.example.org", "http://cp.example.org", "https://",
+                          "https://user:pw@cp.example.org", "https://cp.example.org/?a=b",
+                          "https://cp.example.org\n[server]", "https://cp example.org"}) {
+    o.server = bad;
+    EXPECT_TRUE(contains(plan_error(o), "--server")) << bad;
+  }
+}
+
+TEST(InstallPlan, StateDirMovesTheLaunchButNotTheLog) {
+  auto o = base();
+  o.state_dir = "/scratch/ada/nymph/";
+  auto p = plan_ok(o);
+  EXPECT_EQ(p.launch_dir, "/scratch/ada/nymph/launches/01ARZ3NDEKTSV4RRFFQ69G5FAV");
+  EXPECT_EQ(p.log_path, "/home/ada/.local/share/nymph-01ARZ3NDEKTSV4RRFFQ69G5FAV.log");
+  o.state_dir = "relative/dir";
+  EXPECT_TRUE(contains(plan_error(o), "absolute"));
+  o.state_dir = "/tmp/a\nb";
+  EXPECT_TRUE(contains(plan_error(o), "control characters"));
+}
+
+TEST(InstallPlan, IdleExit) {
+  auto o = base();
+  o.idle_exit = "90s";
+  EXPECT_EQ(toml::parse(plan_ok(o).config_toml)["worker"]["idle_exit"].value_or(std::string{}), "90s");
+  for (std::string bad : {"0s", "soon", "-5m", "5 m"}) {
+    o.idle_exit = bad;
+    EXPECT_TRUE(contains(plan_error(o), "--idle-exit")) << bad;
+  }
+}
+
+TEST(InstallPlan, SlurmScript) {
+  auto o = slurm_base();
+  o.slurm_signal_lead = 300;
+  auto p = plan_ok(o);
+  EXPECT_EQ(p.mode, LaunchMode::slurm);
+  EXPECT_EQ(p.job_name, "lakeshore-nymph-01ARZ3NDEKTSV4RRFFQ69G5FAV");
+  const std::string expected =
+      "#!/bin/sh\n"
+      "#SBATCH --job-name=lakeshore-nymph-01ARZ3NDEKTSV4RRFFQ69G5FAV\n"
+      "#SBATCH --partition=debug\n"
+      "#SBATCH --time=1:00:00\n"
+      "#SBATCH --account=proj-1\n"
+      "#SBATCH --qos=normal\n"
+      "#SBATCH --output=/home/ada/.local/share/nymph-01ARZ3NDEKTSV4RRFFQ69G5FAV.log\n"
+      "#SBATCH --open-mode=append\n"
+      "#SBATCH --chdir=/home/ada/.local/share/nymph/launches/01ARZ3NDEKTSV4RRFFQ69G5FAV\n"
+      "#SBATCH --signal=B:USR1@300\n"
+      "# nymph launch 01ARZ3NDEKTSV4RRFFQ69G5FAV (worker login1-01ARZ3NDEKTSV4RRFFQ69G5FAV)\n"
+      "exec /opt/nymph/bin/nymph run --config "
+      "/home/ada/.local/share/nymph/launches/01ARZ3NDEKTSV4RRFFQ69G5FAV/config.toml\n";
+  EXPECT_EQ(p.sbatch_script, expected);
+}
+
+TEST(InstallPlan, SlurmOptionalDirectivesLeftOut) {
+  auto o = base();
+  o.slurm = true;
+  auto p = plan_ok(o);
+  EXPECT_FALSE(contains(p.sbatch_script, "--partition"));
+  EXPECT_FALSE(contains(p.sbatch_script, "--time"));
+  EXPECT_TRUE(contains(p.sbatch_script, "#SBATCH --signal=B:USR1@120\n"));
+}
+
+TEST(InstallPlan, SlurmExecutableIsShellQuoted) {
+  auto h = host();
+  h.nymph_exe = "/opt/it's mine/nymph";
+  auto p = plan_ok(slurm_base(), h);
+  EXPECT_TRUE(contains(p.sbatch_script, "exec '/opt/it'\\''s mine/nymph' run --config ")) << p.sbatch_script;
+}
+
+TEST(InstallPlan, HostileSlurmValuesRejected) {
+  for (std::string bad : std::vector<std::string>{"debug\n#SBATCH --uid=0", "a;rm -rf /", "$(reboot)", "a b",
+                                                  "debug,", ",debug", "a'b", "`id`", std::string(129, 'p')}) {
+    auto o = slurm_base();
+    o.slurm_partition = bad;
+    auto e = plan_error(o);
+    EXPECT_TRUE(contains(e, "--slurm-partition")) << bad << " -> " << e;
+    EXPECT_FALSE(contains(e, "\n")) << "the message stays on one line: " << e;
+  }
+  auto o = slurm_base();
+  o.slurm_partition = "debug,long";
+  EXPECT_TRUE(contains(plan_ok(o).sbatch_script, "--partition=debug,long\n"));
+  for (std::string bad : {"acct\n#SBATCH --uid=0", "a,b", "a;b", ""}) {
+    auto a = slurm_base();
+    a.slurm_account = bad;
+    if (!bad.empty()) {
+      EXPECT_TRUE(contains(plan_error(a), "--slurm-account")) << bad;
+    }
+    auto q = slurm_base();
+    q.slurm_qos = bad.empty() ? "q q" : bad;
+    EXPECT_TRUE(contains(plan_error(q), "--slurm-qos")) << bad;
+  }
+}
+
+TEST(InstallPlan, SlurmTimeGrammar) {
+  using std::chrono::seconds;
+  auto t = [](std::string v) { return parse_slurm_time("--slurm-time", v); };
+  EXPECT_EQ(t("30").value(), seconds(1800));
+  EXPECT_EQ(t("30:15").value(), seconds(1815));
+  EXPECT_EQ(t("2:00:00").value(), seconds(7200));
+  EXPECT_EQ(t("1-0").value(), seconds(86400));
+  EXPECT_EQ(t("1-2:30").value(), seconds(86400 + 9000));
+  EXPECT_EQ(t("1-2:30:05").value(), seconds(86400 + 9005));
+  EXPECT_EQ(t("INFINITE").value(), std::nullopt);
+  EXPECT_EQ(t("UNLIMITED").value(), std::nullopt);
+  for (std::string bad : {"", "0", "1h", "1:2:3:4", "1-", "-1", "1--2", "a", "1-2:3:4:5", "1:", ":1", "1 ", "+5",
+                          "1\n#SBATCH"}) {
+    EXPECT_FALSE(t(bad)) << bad;
+  }
+}
+
+TEST(InstallPlan, SignalLeadMustFitTheWalltime) {
+  auto o = slurm_base();
+  o.slurm_time = "2";  // two minutes
+  o.slurm_signal_lead = 120;
+  EXPECT_TRUE(contains(plan_error(o), "must be shorter than --slurm-time"));
+  o.slurm_signal_lead = 119;
+  EXPECT_TRUE(make_install_plan(o, host(), kId));
+  o.slurm_signal_lead = 0;
+  EXPECT_TRUE(contains(plan_error(o), "--slurm-signal-lead"));
+  o.slurm_signal_lead = 65536;
+  o.slurm_time = "INFINITE";
+  EXPECT_TRUE(contains(plan_error(o), "--slurm-signal-lead"));
+}
+
+TEST(InstallPlan, SlurmOptionsNeedSlurm) {
+  auto o = base();
+  o.slurm_partition = "debug";
+  EXPECT_TRUE(contains(plan_error(o), "need --slurm"));
+}
+
+TEST(InstallPlan, SlurmPathsMustBeSbatchSafe) {
+  auto h = host();
+  h.home = "/home/ada lovelace";
+  EXPECT_TRUE(make_install_plan(base(), h, kId)) << "a local launch copes with spaces";
+  EXPECT_TRUE(contains(plan_error(slurm_base(), h), "#SBATCH"));
+  h.home = "/home/ada%j";
+  EXPECT_TRUE(contains(plan_error(slurm_base(), h), "#SBATCH"));
+}
+
+TEST(Token, CheckedAndTrimmed) {
+  EXPECT_EQ(check_token("  abc.DEF-123_x\n", "stdin").value(), "abc.DEF-123_x");
+  EXPECT_TRUE(contains(check_token(" \n", "stdin").error().message, "empty"));
+  auto e = check_token("secret token", "/t");
+  ASSERT_FALSE(e);
+  EXPECT_FALSE(contains(e.error().message, "secret"));
+  EXPECT_FALSE(check_token("a\x01" "b", "/t"));
+  EXPECT_FALSE(check_token(std::string(4097, 'a'), "/t"));
+  EXPECT_TRUE(check_token(std::string(4096, 'a'), "/t"));
+}
+
+TEST(ShellQuote, QuotesOnlyWhatNeedsIt) {
+  EXPECT_EQ(shell_quote("/usr/bin/nymph"), "/usr/bin/nymph");
+  EXPECT_EQ(shell_quote(""), "''");
+  EXPECT_EQ(shell_quote("a b"), "'a b'");
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+  EXPECT_EQ(shell_quote("$(x);`y`|&>"), "'$(x);`y`|&>'");
+  EXPECT_EQ(shell_join({"tail", "-f", "/a b/c"}), "tail -f '/a b/c'");
+}
