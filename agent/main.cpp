@@ -5,6 +5,7 @@
 #include <boost/json/serialize.hpp>
 
 #include "agent/probe.hpp"
+#include "agent/run_main.hpp"
 #include "nymph/version.hpp"
 
 namespace {
@@ -37,7 +38,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("nymph ") + nymph::kVersion);
   app.require_subcommand(1);
 
+  nymph::agent::RunArgs run_args;
   auto* run = app.add_subcommand("run", "Run the agent daemon in the foreground");
+  run->add_option("--config", run_args.config_file, "Configuration file (TOML; see docs/config.md)")->required();
+  run->add_option("--training-profile", run_args.training_profiles,
+                  "Approved training profile NAME=/absolute/script (repeatable)");
   auto* install = app.add_subcommand("install", "Create a launch and start a detached daemon (or an sbatch job)");
   auto* launches = app.add_subcommand("launches", "List launches of this user");
   auto* kill = app.add_subcommand("kill", "Stop a launch by launch ID or worker label");
@@ -49,7 +54,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (*probe) return run_probe(probe_json);
-  if (*run) return not_built_yet("run");
+  if (*run) return nymph::agent::run_main(run_args);
   if (*install) return not_built_yet("install");
   if (*launches) return not_built_yet("launches");
   if (*kill) return not_built_yet("kill");

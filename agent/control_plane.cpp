@@ -1,0 +1,112 @@
+#include "agent/control_plane.hpp"
+
+#include "common/http_client.hpp"
+
+namespace nymph::agent {
+
+namespace asio = boost::asio;
+
+void throw_exception_from_error(const CallError& e, const boost::source_location&) {
+  throw std::runtime_error(e.message);
+}
+
+namespace {
+
+CallError classify(const http::Response& r, std::string_view what) {
+  auto body = protocol::parse_error_document(r.body);
+  std::string detail = body ? body->message : std::string(r.body.substr(0, 200));
+  std::string message = std::string(what) + ": HTTP " + std::to_string(r.status) + (detail.empty() ? "" : ": " + detail);
+  CallError e{.message = message};
+  if (r.status == 401 || r.status == 403) e.kind = CallFailure::unauthorized;
+  else if (r.status == 404 && body && body->code == "unknownWorker") e.kind = CallFailure::worker_unknown;
+  else if (r.status == 409 && body && body->code == "logGap" && body->expected_offset) {
+    e.kind = CallFailure::log_gap;
+    e.expected_offset = body->expected_offset;
+  } else if (r.status == 409 && body && body->code == "leaseLost") e.kind = CallFailure::fenced;
+  else if (r.status == 429 || r.status >= 500) e.kind = CallFailure::transient;
+  else e.kind = CallFailure::rejected;
+  return e;
+}
+
+class HttpControlPlane final : public ControlPlane {
+ public:
+  HttpControlPlane(http::Client client, HttpControlPlaneConfig config)
+      : client_(std::move(client)), config_(std::move(config)) {}
+
+  asio::awaitable<CallResult<protocol::RegisterResponse>> register_worker(protocol::RegisterRequest r) override {
+    co_return co_await call<protocol::RegisterResponse>(http::Method::post, protocol::workers_path(),
+                                                        protocol::to_json_text(r), config_.request_timeout,
+                                                        "register");
+  }
+
+  asio::awaitable<CallResult<protocol::PollResponse>> poll(std::string worker_id, protocol::PollRequest r,
+                                                           std::chrono::milliseconds hold) override {
+    // The reply may take the whole hold; allow some slack for the network on top.
+    co_return co_await call<protocol::PollResponse>(http::Method::post, protocol::poll_path(worker_id),
+                                                    protocol::to_json_text(r), hold + std::chrono::seconds(15),
+                                                    "poll");
+  }
+
+  asio::awaitable<CallResult<protocol::EventResponse>> send_event(std::string job_id, protocol::EventRequest e) override {
+    co_return co_await call<protocol::EventResponse>(http::Method::post, protocol::events_path(job_id),
+                                                     protocol::to_json_text(e), config_.request_timeout, "event");
+  }
+
+  asio::awaitable<CallResult<std::uint64_t>> put_log(std::string job_id, std::string stream, std::uint64_t offset,
+                                                     std::string lease_id, std::string bytes) override {
+    auto r = co_await send(http::Method::put, protocol::log_put_target(job_id, stream, offset, lease_id),
+                           std::move(bytes), config_.request_timeout, "application/octet-stream");
+    if (!r) co_return CallError{CallFailure::transient, "log upload: " + r.error().message};
+    if (!r->ok()) co_return classify(*r, "log upload");
+    auto body = protocol::parse_as<protocol::LogAppendResponse>(r->body);
+    if (!body) co_return CallError{CallFailure::rejected, "log upload: bad reply: " + body.error().message};
+    co_return body->next_offset;
+  }
+
+  asio::awaitable<CallResult<void>> report_exit(std::string worker_id, protocol::ExitRequest x) override {
+    auto r = co_await send(http::Method::post, protocol::exit_path(worker_id), protocol::to_json_text(x),
+                           config_.request_timeout, "application/json");
+    if (!r) co_return CallError{CallFailure::transient, "exit report: " + r.error().message};
+    if (!r->ok()) co_return classify(*r, "exit report");
+    co_return CallResult<void>{};
+  }
+
+ private:
+  asio::awaitable<Result<http::Response>> send(http::Method m, std::string target, std::string body,
+                                               std::chrono::milliseconds timeout, std::string content_type) {
+    http::Request req{.method = m,
+                      .target = std::move(target),
+                      .body = std::move(body),
+                      .content_type = std::move(content_type),
+                      .bearer_token = config_.token,
+                      .timeout = timeout};
+    co_return co_await client_.request(std::move(req));
+  }
+
+  template <class T>
+  asio::awaitable<CallResult<T>> call(http::Method m, std::string target, std::string body,
+                                      std::chrono::milliseconds timeout, std::string_view what) {
+    auto r = co_await send(m, std::move(target), std::move(body), timeout, "application/json");
+    if (!r) co_return CallError{CallFailure::transient, std::string(what) + ": " + r.error().message};
+    if (!r->ok()) co_return classify(*r, what);
+    auto parsed = protocol::parse_as<T>(r->body);
+    if (!parsed) co_return CallError{CallFailure::rejected, std::string(what) + ": bad reply: " + parsed.error().message};
+    co_return std::move(*parsed);
+  }
+
+  http::Client client_;
+  HttpControlPlaneConfig config_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ControlPlane>> make_http_control_plane(asio::any_io_executor ex, HttpControlPlaneConfig config) {
+  http::ClientConfig cc;
+  cc.ca_file = config.ca_file;
+  cc.user_agent = "nymph-agent";
+  auto client = http::Client::create(ex, config.url, cc);
+  if (!client) return client.error();
+  return std::unique_ptr<ControlPlane>(new HttpControlPlane(std::move(*client), std::move(config)));
+}
+
+}  // namespace nymph::agent

@@ -1,0 +1,561 @@
+#include "agent/daemon.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "agent/backoff.hpp"
+#include "agent/notifier.hpp"
+#include "agent/outbox.hpp"
+#include "agent/status_file.hpp"
+#include "nymph/version.hpp"
+
+namespace nymph::agent {
+
+namespace asio = boost::asio;
+using runners::JobState;
+using runners::JobUpdate;
+using runners::Stream;
+
+namespace {
+
+protocol::EventState to_event_state(JobState s) {
+  switch (s) {
+    case JobState::pending: return protocol::EventState::pending;
+    case JobState::running: return protocol::EventState::running;
+    case JobState::succeeded: return protocol::EventState::succeeded;
+    case JobState::failed: return protocol::EventState::failed;
+    case JobState::cancelled: return protocol::EventState::cancelled;
+    case JobState::lost: return protocol::EventState::lost;
+  }
+  return protocol::EventState::failed;
+}
+
+runners::JobSpec to_runner_spec(const protocol::JobAssignment& j) {
+  runners::JobSpec spec;
+  spec.job_id = j.job_id;
+  spec.attempt = j.attempt;
+  spec.lease_id = j.lease_id;
+  spec.kind = j.kind;
+  if (j.spec.argv) spec.argv = *j.spec.argv;
+  spec.command = j.spec.command;
+  spec.env = j.spec.env;
+  if (j.spec.timeout_s) spec.timeout = std::chrono::seconds(static_cast<long long>(std::ceil(*j.spec.timeout_s)));
+  if (auto it = j.spec.run_config.find("slurm"); it != j.spec.run_config.end() && it->value().is_object())
+    spec.slurm_options = it->value().as_object();
+  if (j.spec.payload) {
+    spec.profile = j.spec.payload->profile;
+    spec.parameters = j.spec.payload->parameters;
+  }
+  return spec;
+}
+
+runners::StopReason to_stop_reason(protocol::CancelReason r) {
+  return r == protocol::CancelReason::user ? runners::StopReason::user_cancel : runners::StopReason::lease_lost;
+}
+
+}  // namespace
+
+struct Attempt;
+
+// Hands what a runner produces to the attempt's outbox, slowing the job down when the backlog is full.
+class AttemptReporter final : public runners::JobReporter {
+ public:
+  AttemptReporter(Attempt& attempt, std::size_t bound) : attempt_(attempt), bound_(bound) {}
+  void update(JobUpdate u) override;
+  asio::awaitable<void> output(Stream stream, std::uint64_t offset, std::string bytes) override;
+
+ private:
+  Attempt& attempt_;
+  std::size_t bound_;
+};
+
+// One attempt in hand: from the poll reply that assigned it until its final event is acknowledged.
+struct Attempt {
+  Attempt(asio::any_io_executor ex, std::size_t bound) : wake(ex), drained(ex), reporter(*this, bound) {}
+  std::string job_id, lease_id, runner_name;
+  int number = 1;
+  runners::Runner* runner = nullptr;
+  runners::JobSpec spec;
+  AttemptOutbox outbox;
+  Notifier wake;     // the shipper waits here for something to send
+  Notifier drained;  // producers wait here for buffer space
+  AttemptReporter reporter;
+  bool run_active = false;
+  bool shipper_active = false;
+  bool fenced = false;     // the control plane no longer accepts this lease
+  bool detached = false;   // left running at a manager stop (Slurm): nothing more is reported
+  bool abandoned = false;  // the daemon is exiting and gave up delivering
+  bool stopped() const { return fenced || detached || abandoned; }
+};
+
+void AttemptReporter::update(JobUpdate u) {
+  if (attempt_.stopped() || runners::is_final(u.state)) return;  // final updates are run()'s return value
+  attempt_.outbox.push_event(std::move(u), std::chrono::system_clock::now());
+  attempt_.wake.notify();
+}
+
+asio::awaitable<void> AttemptReporter::output(Stream stream, std::uint64_t offset, std::string bytes) {
+  if (attempt_.stopped()) co_return;
+  attempt_.outbox.push_output(stream, offset, bytes);
+  attempt_.wake.notify();
+  while (attempt_.outbox.buffered_bytes() > bound_ && !attempt_.stopped()) co_await attempt_.drained.wait();
+}
+
+struct Daemon::Impl {
+  Impl(asio::any_io_executor ex, DaemonSettings s, ControlPlane& cp, std::map<std::string, runners::Runner*> r,
+       std::shared_ptr<spdlog::logger> log)
+      : ex(ex),
+        settings(std::move(s)),
+        cp(cp),
+        runners(std::move(r)),
+        log(std::move(log)),
+        lifecycle(settings.lifecycle, Clock::now()),
+        backoff({settings.backoff_initial, settings.backoff_max}),
+        state_changed(ex),
+        background_done(ex) {}
+
+  asio::any_io_executor ex;
+  DaemonSettings settings;
+  ControlPlane& cp;
+  std::map<std::string, runners::Runner*> runners;
+  std::shared_ptr<spdlog::logger> log;
+  Lifecycle lifecycle;
+  Backoff backoff;  // registration and polling
+  Notifier state_changed;
+  Notifier background_done;
+  asio::cancellation_signal poll_cancel;
+  std::map<std::string, std::unique_ptr<Attempt>> attempts;  // by job id
+  std::string worker_id;
+  std::chrono::milliseconds poll_hold{30'000};
+  int background = 0;
+  bool exiting = false;
+  std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();
+
+  // ---- bookkeeping ---------------------------------------------------------------------------------------
+
+  int active_runs(std::string_view runner) const {
+    int n = 0;
+    for (const auto& [id, a] : attempts)
+      if (a->run_active && (runner.empty() || a->runner_name == runner)) ++n;
+    return n;
+  }
+
+  void write_status() {
+    if (settings.status_file.empty()) return;
+    DaemonStatus st{.pid = static_cast<int>(::getpid()),
+                    .launch_id = settings.launch_id,
+                    .label = settings.label,
+                    .worker_id = worker_id,
+                    .state = std::string(to_string(lifecycle.phase())),
+                    .message = lifecycle.message(),
+                    .started_at = started_at,
+                    .updated_at = std::chrono::system_clock::now(),
+                    .running_jobs = active_runs("")};
+    if (lifecycle.phase() == Phase::exited && lifecycle.exit_reason())
+      st.exit_reason = std::string(to_string(*lifecycle.exit_reason()));
+    if (auto ok = write_status_file(settings.status_file, st); !ok)
+      log->warn("cannot write status file: {}", ok.error().message);
+  }
+
+  // Spawns a background coroutine; run() waits for all of them before returning.
+  void spawn(asio::awaitable<void> work, std::string what) {
+    ++background;
+    asio::co_spawn(ex, std::move(work), [this, what = std::move(what)](std::exception_ptr e) {
+      if (e) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          log->error("{} failed: {}", what, ex.what());
+        }
+      }
+      --background;
+      background_done.notify();
+    });
+  }
+
+  void apply(LifecycleActions actions) {
+    if (actions.kill_process_jobs) {
+      for (auto& [id, a] : attempts)
+        if (a->run_active && a->runner_name == "process") a->runner->stop(id, runners::StopReason::shutdown);
+    }
+    if (actions.exit_now && !exiting) {
+      exiting = true;
+      log->info("exiting: {} ({})", to_string(*lifecycle.exit_reason()), lifecycle.message());
+    }
+    // Any change of phase re-issues the held poll, so the server learns at once that we drain.
+    poll_cancel.emit(asio::cancellation_type::terminal);
+    state_changed.notify();
+    write_status();
+  }
+
+  void fatal(const std::string& message) {
+    log->error("{}", message);
+    apply(lifecycle.on_fatal(message));
+  }
+
+  // ---- registration --------------------------------------------------------------------------------------
+
+  protocol::RegisterRequest make_register_request() const {
+    protocol::RegisterRequest r;
+    r.launch_id = settings.launch_id;
+    r.label = settings.label;
+    r.hostname = settings.hostname;
+    r.pid = ::getpid();
+    r.version = kVersion;
+    r.backend = settings.backend;
+    for (const auto& [name, runner] : runners) r.runners.push_back(name);
+    r.tags = settings.tags;
+    r.capacity = settings.capacity;
+    r.profiles = settings.profiles;
+    r.slurm = settings.allocation;
+    for (const auto& [id, a] : attempts)
+      if (!a->stopped()) r.running.push_back({a->job_id, a->lease_id});
+    return r;
+  }
+
+  void handle_cancel_orders(const std::vector<protocol::CancelOrder>& orders) {
+    for (const auto& c : orders) {
+      auto it = attempts.find(c.job_id);
+      if (it == attempts.end() || it->second->lease_id != c.lease_id) continue;
+      auto& a = *it->second;
+      log->info("job {}: stopping attempt {} ({})", a.job_id, a.number, protocol::to_string(c.reason));
+      if (c.reason == protocol::CancelReason::lease_lost) a.fenced = true;
+      if (a.run_active) a.runner->stop(a.job_id, to_stop_reason(c.reason));
+      a.wake.notify();
+      a.drained.notify();
+    }
+  }
+
+  // Registers (or re-registers), retrying transient failures with backoff. False when the daemon must exit.
+  asio::awaitable<bool> register_worker() {
+    while (!exiting) {
+      auto r = co_await cp.register_worker(make_register_request());
+      if (r) {
+        backoff.reset();
+        worker_id = r->worker_id;
+        poll_hold = std::min(settings.poll_timeout,
+                             std::chrono::milliseconds(static_cast<long long>(r->poll_timeout_s * 1000)));
+        log->info("registered as worker {} (label {}, launch {})", worker_id, settings.label, settings.launch_id);
+        handle_cancel_orders(r->cancel);
+        lifecycle.registered(Clock::now());
+        write_status();
+        co_return true;
+      }
+      if (r.error().kind == CallFailure::unauthorized || r.error().kind == CallFailure::rejected) {
+        fatal("registration refused: " + r.error().message);
+        co_return false;
+      }
+      auto delay = backoff.next_delay();
+      log->warn("{}; retrying in {} ms", r.error().message, delay.count());
+      co_await state_changed.wait(Clock::now() + delay);
+    }
+    co_return false;
+  }
+
+  // ---- polling -------------------------------------------------------------------------------------------
+
+  protocol::PollRequest make_poll_request() const {
+    protocol::PollRequest p;
+    bool accepting = lifecycle.accepting_jobs();
+    for (const auto& [name, cap] : settings.capacity) p.free[name] = accepting ? std::max(0, cap - active_runs(name)) : 0;
+    for (const auto& [id, a] : attempts)
+      if (!a->stopped()) p.running.push_back({a->job_id, a->lease_id});
+    p.draining = !accepting;
+    return p;
+  }
+
+  // One poll that apply() can cancel to re-issue it. nullopt when cancelled.
+  asio::awaitable<std::optional<CallResult<protocol::PollResponse>>> cancellable_poll() {
+    try {
+      co_return co_await asio::co_spawn(ex, cp.poll(worker_id, make_poll_request(), poll_hold),
+                                        asio::bind_cancellation_slot(poll_cancel.slot(), asio::use_awaitable));
+    } catch (const boost::system::system_error& e) {
+      if (e.code() == asio::error::operation_aborted) co_return std::nullopt;
+      throw;
+    }
+  }
+
+  asio::awaitable<void> poll_loop() {
+    while (!exiting) {
+      auto r = co_await cancellable_poll();
+      if (exiting) break;
+      if (!r) continue;  // re-issued after a change of phase
+      if (!*r) {
+        const auto& err = r->error();
+        if (err.kind == CallFailure::unauthorized) {
+          fatal("control plane refused the token: " + err.message);
+          break;
+        }
+        if (err.kind == CallFailure::worker_unknown) {
+          log->warn("control plane does not know worker {}; registering again", worker_id);
+          if (!co_await register_worker()) break;
+          continue;
+        }
+        auto delay = backoff.next_delay();
+        log->warn("{}; retrying in {} ms", err.message, delay.count());
+        co_await state_changed.wait(Clock::now() + delay);
+        continue;
+      }
+      backoff.reset();
+      handle_poll_reply(std::move(**r));
+    }
+  }
+
+  void handle_poll_reply(protocol::PollResponse reply) {
+    handle_cancel_orders(reply.cancel);
+    for (auto& job : reply.jobs) start_attempt(std::move(job));
+    if (reply.directive) {
+      auto d = *reply.directive == protocol::Directive::kill ? Directive::kill : Directive::drain;
+      log->info("control plane directive: {}", protocol::to_string(*reply.directive));
+      apply(lifecycle.on_directive(d, Clock::now()));
+    }
+  }
+
+  // ---- attempts ------------------------------------------------------------------------------------------
+
+  void start_attempt(protocol::JobAssignment job) {
+    if (auto it = attempts.find(job.job_id); it != attempts.end()) {
+      if (it->second->lease_id != job.lease_id) log->warn("job {}: new attempt while attempt {} is in hand", job.job_id, it->second->number);
+      return;  // a duplicate delivery
+    }
+    if (!lifecycle.accepting_jobs()) {
+      log->info("job {}: not started, the agent is stopping (the control plane re-queues it)", job.job_id);
+      return;
+    }
+    auto a = std::make_unique<Attempt>(ex, settings.max_buffered_output);
+    a->job_id = job.job_id;
+    a->lease_id = job.lease_id;
+    a->number = job.attempt;
+    a->runner_name = job.runner;
+    a->spec = to_runner_spec(job);
+    auto runner = runners.find(job.runner);
+    std::optional<std::string> refusal;
+    if (runner == runners.end()) {
+      refusal = "runner '" + job.runner + "' is not available on this worker";
+    } else if (job.runner == "process" &&
+               !lifecycle.fits_before_walltime(a->spec.timeout ? std::optional<std::chrono::milliseconds>(*a->spec.timeout)
+                                                               : std::nullopt,
+                                               Clock::now())) {
+      refusal = "the job's timeout does not fit before this worker's allocation ends";
+    } else {
+      a->runner = runner->second;
+    }
+    log->info("job {}: attempt {} on runner {}", a->job_id, a->number, a->runner_name);
+    Attempt* raw = a.get();
+    attempts.emplace(job.job_id, std::move(a));
+    if (refusal) {
+      raw->outbox.push_event(JobUpdate{.state = JobState::failed, .message = *refusal}, std::chrono::system_clock::now());
+    } else {
+      raw->run_active = true;
+      spawn(run_attempt(raw), "job " + raw->job_id);
+    }
+    raw->shipper_active = true;
+    spawn(ship(raw), "delivery for job " + raw->job_id);
+    state_changed.notify();
+  }
+
+  asio::awaitable<void> run_attempt(Attempt* a) {
+    JobUpdate final_update;
+    try {
+      final_update = co_await a->runner->run(a->spec, a->reporter);
+    } catch (const std::exception& e) {
+      final_update = JobUpdate{.state = JobState::failed, .message = std::string("runner error: ") + e.what()};
+    }
+    a->run_active = false;
+    if (!a->stopped()) {
+      if (!runners::is_final(final_update.state)) {
+        final_update.state = JobState::failed;
+        final_update.message = "runner returned without a final state";
+      }
+      log->info("job {}: {}{}", a->job_id, to_string(final_update.state),
+                final_update.message.empty() ? "" : " (" + final_update.message + ")");
+      a->outbox.push_event(std::move(final_update), std::chrono::system_clock::now());
+    }
+    a->wake.notify();
+    state_changed.notify();
+    finish_if_done(a);
+  }
+
+  // Removes an attempt once neither its run nor its delivery is active. `a` is invalid afterwards.
+  void finish_if_done(Attempt* a) {
+    if (a->run_active || a->shipper_active) return;
+    if (a->runner && !a->detached) a->runner->release(a->job_id);
+    std::string id = a->job_id;
+    attempts.erase(id);
+    state_changed.notify();
+    write_status();
+  }
+
+  protocol::EventRequest to_event(const Attempt& a, const OutboxEvent& e) const {
+    protocol::EventRequest r;
+    r.lease_id = a.lease_id;
+    r.seq = e.seq;
+    r.state = to_event_state(e.update.state);
+    r.exit_code = e.update.exit_code;
+    r.signal = e.update.signal;
+    r.message = e.update.message;
+    r.slurm_job_id = e.update.slurm_job_id;
+    r.result = e.update.result;
+    r.at = protocol::format_time(e.at);
+    return r;
+  }
+
+  asio::awaitable<CallResult<void>> upload(Attempt& a, const Upload& u) {
+    if (u.kind == Upload::Kind::event) {
+      auto r = co_await cp.send_event(a.job_id, to_event(a, *u.event));
+      if (!r) co_return r.error();
+      co_return CallResult<void>{};
+    }
+    auto r = co_await cp.put_log(a.job_id, std::string(to_string(u.stream)), u.offset, a.lease_id, std::string(u.bytes));
+    if (!r) co_return r.error();
+    co_return CallResult<void>{};
+  }
+
+  // Delivers one attempt's events and logs in order until its final event is acknowledged, retrying
+  // transient failures for as long as it takes.
+  asio::awaitable<void> ship(Attempt* a) {
+    Backoff retry({settings.backoff_initial, settings.backoff_max});
+    while (!a->stopped()) {
+      auto u = a->outbox.next_upload();
+      if (!u) {
+        if (a->outbox.finished() || (!a->run_active && !a->outbox.has_final())) break;
+        co_await a->wake.wait();
+        continue;
+      }
+      auto r = co_await upload(*a, *u);
+      if (a->stopped()) break;
+      if (r) {
+        retry.reset();
+        a->outbox.acknowledged(*u);
+        a->drained.notify();
+        continue;
+      }
+      const auto& err = r.error();
+      switch (err.kind) {
+        case CallFailure::fenced:
+          log->warn("job {}: lease {} is no longer current ({}); stopping the attempt", a->job_id, a->lease_id, err.message);
+          a->fenced = true;
+          if (a->run_active) a->runner->stop(a->job_id, runners::StopReason::lease_lost);
+          break;
+        case CallFailure::log_gap:
+          if (!a->outbox.expected_offset(u->stream, *err.expected_offset)) {
+            log->error("job {}: control plane expects {} offset {}, which this agent no longer has", a->job_id,
+                       to_string(u->stream), *err.expected_offset);
+            a->fenced = true;
+          }
+          break;
+        case CallFailure::unauthorized:
+          fatal("control plane refused the token: " + err.message);
+          a->abandoned = true;
+          break;
+        case CallFailure::rejected:
+        case CallFailure::worker_unknown:
+          log->error("job {}: dropping an upload the control plane rejects: {}", a->job_id, err.message);
+          a->outbox.acknowledged(*u);
+          break;
+        case CallFailure::transient: {
+          auto delay = retry.next_delay();
+          log->warn("job {}: {}; retrying in {} ms", a->job_id, err.message, delay.count());
+          co_await state_changed.wait(Clock::now() + delay);
+          break;
+        }
+      }
+    }
+    a->shipper_active = false;
+    a->drained.notify();
+    finish_if_done(a);
+  }
+
+  // ---- lifecycle driver ----------------------------------------------------------------------------------
+
+  asio::awaitable<void> tick_loop() {
+    while (!exiting) {
+      apply_tick();
+      if (exiting) break;
+      co_await state_changed.wait(lifecycle.next_deadline());
+    }
+  }
+
+  void apply_tick() {
+    auto actions = lifecycle.on_tick(active_runs("process"), active_runs(""), Clock::now());
+    if (actions.kill_process_jobs || actions.exit_now) apply(actions);
+  }
+
+  // Stops what must stop, delivers what can be delivered within the exit budget, and reports the exit.
+  asio::awaitable<void> shut_down() {
+    poll_cancel.emit(asio::cancellation_type::terminal);
+    for (auto& [id, a] : attempts) {
+      if (a->runner_name != "process" && a->run_active) {
+        a->detached = true;  // a manager stop never cancels Slurm jobs; a restart resumes them
+        a->runner->stop(id, runners::StopReason::shutdown);
+        a->wake.notify();
+        a->drained.notify();
+      }
+    }
+    auto deadline = Clock::now() + settings.exit_delivery_timeout;
+    while (!attempts.empty() && Clock::now() < deadline) co_await state_changed.wait(deadline);
+    for (auto& [id, a] : attempts) {
+      a->abandoned = true;
+      if (a->run_active && a->runner_name == "process") a->runner->stop(id, runners::StopReason::shutdown);
+      a->wake.notify();
+      a->drained.notify();
+    }
+    if (!worker_id.empty() && lifecycle.exit_reason() && *lifecycle.exit_reason() != ExitReason::error)
+      co_await report_exit(deadline);
+    else if (!worker_id.empty() && lifecycle.exit_reason())
+      co_await report_exit(Clock::now() + std::chrono::seconds(5));
+    write_status();
+  }
+
+  asio::awaitable<void> report_exit(Clock::time_point deadline) {
+    protocol::ExitRequest x;
+    x.exit_reason = *protocol::parse_exit_reason(to_string(*lifecycle.exit_reason()));
+    x.message = lifecycle.message();
+    Backoff retry({settings.backoff_initial, std::chrono::milliseconds(5000)});
+    while (true) {
+      auto r = co_await cp.report_exit(worker_id, x);
+      if (r) co_return;
+      if (r.error().kind != CallFailure::transient || Clock::now() >= deadline) {
+        log->warn("could not report the exit: {}", r.error().message);
+        co_return;
+      }
+      co_await state_changed.wait(std::min(deadline, Clock::now() + retry.next_delay()));
+    }
+  }
+
+  asio::awaitable<ExitReason> run() {
+    write_status();
+    if (co_await register_worker()) {
+      spawn(poll_loop(), "poll loop");
+      spawn(tick_loop(), "lifecycle timer");
+      while (!exiting) co_await state_changed.wait();
+    }
+    co_await shut_down();
+    while (background > 0) co_await background_done.wait();
+    co_return lifecycle.exit_reason().value_or(ExitReason::error);
+  }
+};
+
+Daemon::Daemon(asio::any_io_executor ex, DaemonSettings settings, ControlPlane& control_plane,
+               std::map<std::string, runners::Runner*> runners, std::shared_ptr<spdlog::logger> log)
+    : impl_(std::make_unique<Impl>(ex, std::move(settings), control_plane, std::move(runners), std::move(log))) {}
+
+Daemon::~Daemon() = default;
+
+asio::awaitable<ExitReason> Daemon::run() { return impl_->run(); }
+
+void Daemon::on_signal(Signal s) {
+  impl_->log->info("received {}", s == Signal::term ? "SIGTERM" : s == Signal::interrupt ? "SIGINT" : "SIGUSR1");
+  impl_->apply(impl_->lifecycle.on_signal(s, Clock::now()));
+}
+
+std::string Daemon::exit_message() const { return impl_->lifecycle.message(); }
+
+}  // namespace nymph::agent

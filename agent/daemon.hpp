@@ -1,0 +1,65 @@
+#pragma once
+// The agent daemon: registers, keeps one held poll open, runs attempts through runners, ships their events
+// and logs, and stops the way its lifecycle decides. I/O coroutines around the Lifecycle, Backoff and
+// AttemptOutbox state machines.
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <spdlog/logger.h>
+
+#include "agent/control_plane.hpp"
+#include "agent/lifecycle.hpp"
+#include "runners/runner.hpp"
+
+namespace nymph::agent {
+
+// Everything the daemon needs besides its collaborators; a value, filled by the composition root.
+struct DaemonSettings {
+  std::string launch_id;
+  std::string label;
+  std::string hostname;
+  std::string backend = "local";
+  std::map<std::string, std::string> tags;
+  std::map<std::string, int> capacity;           // runner name -> concurrent attempts
+  std::vector<std::string> profiles;
+  std::optional<protocol::SlurmAllocation> allocation;
+  std::chrono::milliseconds poll_timeout{30'000};
+  std::chrono::milliseconds backoff_initial{500};
+  std::chrono::milliseconds backoff_max{60'000};
+  std::chrono::milliseconds exit_delivery_timeout{30'000};  // how long to keep delivering at exit
+  std::size_t max_buffered_output = 8 << 20;     // per attempt, before the job is slowed down
+  LifecycleConfig lifecycle;
+  std::filesystem::path status_file;              // empty: none
+};
+
+class Daemon {
+ public:
+  // `control_plane` and the runners must outlive the daemon. `runners` maps names ("process", "slurm") to
+  // runners; only these are advertised.
+  Daemon(boost::asio::any_io_executor ex, DaemonSettings settings, ControlPlane& control_plane,
+         std::map<std::string, runners::Runner*> runners, std::shared_ptr<spdlog::logger> log);
+  ~Daemon();
+
+  // Runs until the lifecycle exits and returns the reason (also reported to the control plane and written
+  // to status.json). Never throws for expected failures; returns ExitReason::error with a message instead.
+  boost::asio::awaitable<ExitReason> run();
+
+  // Delivers a signal (the composition root owns the signal_set). Safe at any time while run() is active.
+  void on_signal(Signal s);
+
+  // The message that goes with the exit reason.
+  std::string exit_message() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nymph::agent

@@ -1,0 +1,150 @@
+#include "agent/run_main.hpp"
+
+#include <csignal>
+#include <iostream>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "agent/config.hpp"
+#include "agent/daemon.hpp"
+#include "agent/probe.hpp"
+#include "common/logging.hpp"
+#include "common/protocol.hpp"
+#include "runners/process_runner.hpp"
+
+namespace nymph::agent {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Start-up failure: printed once, exit status 2.
+struct StartupError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+AgentConfig load_or_throw(const RunArgs& args) {
+  auto config = load_config(args.config_file);
+  if (!config) throw StartupError(config.error().message);
+  for (const auto& entry : args.training_profiles) {
+    auto eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw StartupError("--training-profile '" + entry + "': expected NAME=/absolute/script");
+    ProfileConfig p{.name = entry.substr(0, eq), .script = entry.substr(eq + 1)};
+    if (!p.script.is_absolute()) throw StartupError("--training-profile " + p.name + ": the script path must be absolute");
+    config->profiles.push_back(std::move(p));
+  }
+  return std::move(*config);
+}
+
+ProbeResult probe_or_throw(const AgentConfig& c) {
+  ProbeInputs in = probe_inputs_from_environment();
+  in.slurm_runner_enabled = c.slurm.enabled != "false";
+  if (c.slurm.sbatch != "sbatch") in.sbatch_override = c.slurm.sbatch;
+  auto probe = probe_host(in);
+  if (c.slurm.enabled == "true" && !probe.sbatch_path)
+    throw StartupError("[runners.slurm] enabled = true but sbatch was not found on PATH");
+  return probe;
+}
+
+DaemonSettings make_settings(const AgentConfig& c, const ProbeResult& probe, const fs::path& cwd) {
+  DaemonSettings s;
+  s.launch_id = c.worker.launch_id.empty() ? protocol::new_ulid() : c.worker.launch_id;
+  s.label = c.worker.label.empty() ? probe.hostname : c.worker.label;
+  s.hostname = probe.hostname;
+  s.backend = probe.backend;
+  s.tags = probe.tags;
+  for (const auto& [k, v] : c.worker.tags) s.tags[k] = v;
+  if (c.process.enabled) s.capacity["process"] = c.worker.max_process_jobs;
+  for (const auto& p : c.profiles) s.profiles.push_back(p.name);
+  s.poll_timeout = c.server.poll_timeout;
+  s.lifecycle.drain_grace = c.worker.drain_grace;
+  s.lifecycle.idle_exit = c.worker.idle_exit;
+  s.status_file = cwd / "status.json";
+  return s;
+}
+
+asio::awaitable<void> forward_signals(asio::signal_set& signals, Daemon& daemon) {
+  for (;;) {
+    auto [ec, number] = co_await signals.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;
+    daemon.on_signal(number == SIGTERM ? Signal::term : number == SIGINT ? Signal::interrupt : Signal::usr1);
+  }
+}
+
+int run_daemon(const RunArgs& args) {
+  AgentConfig config = load_or_throw(args);
+  auto log = make_logger("nymph", config.log.level, config.log.file.string());
+  auto token = read_token_file(config.server.token_file);
+  if (!token) throw StartupError(token.error().message);
+  auto probe = probe_or_throw(config);
+  const fs::path cwd = fs::current_path();
+  auto settings = make_settings(config, probe, cwd);
+
+  asio::io_context ioc;
+  auto control_plane = make_http_control_plane(
+      ioc.get_executor(),
+      {.url = config.server.url,
+       .token = *token,
+       .ca_file = config.server.ca_file ? std::optional<std::string>(config.server.ca_file->string()) : std::nullopt});
+  if (!control_plane) throw StartupError(control_plane.error().message);
+
+  std::map<std::string, runners::Runner*> runner_map;
+  std::unique_ptr<runners::ProcessRunner> process_runner;
+  if (config.process.enabled) {
+    process_runner = std::make_unique<runners::ProcessRunner>(
+        runners::ProcessRunnerConfig{.work_dir = fs::absolute(config.worker.work_dir),
+                                     .allow_commands = config.process.allow_commands,
+                                     .kill_grace = config.process.kill_grace,
+                                     .keep_work_dirs = config.process.keep_work_dirs},
+        log);
+    runner_map["process"] = process_runner.get();
+  }
+
+  log->info("nymph {} starting: launch {}, label {}, backend {}, server {}", kVersion, settings.launch_id,
+            settings.label, settings.backend, config.server.url);
+  Daemon daemon(ioc.get_executor(), std::move(settings), **control_plane, runner_map, log);
+
+  std::signal(SIGPIPE, SIG_IGN);
+  asio::signal_set signals(ioc, SIGTERM, SIGINT, SIGUSR1);
+  asio::co_spawn(ioc, forward_signals(signals, daemon), asio::detached);  // ends when `signals` is cancelled
+
+  ExitReason reason = ExitReason::error;
+  asio::co_spawn(ioc, daemon.run(), [&](std::exception_ptr e, ExitReason r) {
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        log->critical("daemon failed: {}", ex.what());
+      }
+    } else {
+      reason = r;
+    }
+    signals.cancel();
+  });
+  ioc.run();
+  log->info("exited: {} ({})", to_string(reason), daemon.exit_message());
+  return exit_status(reason);
+}
+
+}  // namespace
+
+int run_main(const RunArgs& args) {
+  try {
+    return run_daemon(args);
+  } catch (const StartupError& e) {
+    std::cerr << "nymph run: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "nymph run: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace nymph::agent

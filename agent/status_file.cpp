@@ -1,0 +1,91 @@
+#include "agent/status_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <boost/json.hpp>
+
+namespace nymph::agent {
+
+namespace json = boost::json;
+
+namespace {
+std::int64_t to_unix_ms(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+std::chrono::system_clock::time_point from_unix_ms(std::int64_t ms) {
+  return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+}
+
+Result<void> write_all(int fd, const std::string& data) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail(std::string("write failed: ") + std::strerror(errno));
+    done += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+}  // namespace
+
+Result<void> write_status_file(const std::filesystem::path& path, const DaemonStatus& s) {
+  json::object o;
+  o["pid"] = s.pid;
+  o["launchId"] = s.launch_id;
+  o["label"] = s.label;
+  o["workerId"] = s.worker_id;
+  o["state"] = s.state;
+  o["exitReason"] = s.exit_reason ? json::value(*s.exit_reason) : json::value(nullptr);
+  o["message"] = s.message;
+  o["startedAtMs"] = to_unix_ms(s.started_at);
+  o["updatedAtMs"] = to_unix_ms(s.updated_at);
+  o["runningJobs"] = s.running_jobs;
+  std::string text = json::serialize(o) + "\n";
+
+  auto tmp = path;
+  tmp += ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return fail("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  auto ok = write_all(fd, text);
+  if (ok && ::fsync(fd) != 0) ok = fail(std::string("fsync failed: ") + std::strerror(errno));
+  ::close(fd);
+  if (!ok) return fail(tmp.string() + ": " + ok.error().message);
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return fail("cannot rename " + tmp.string() + " to " + path.string() + ": " + std::strerror(errno));
+  return {};
+}
+
+Result<DaemonStatus> read_status_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return fail("cannot read " + path.string() + ": " + std::strerror(errno));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  boost::system::error_code ec;
+  auto v = json::parse(buf.str(), ec);
+  if (ec || !v.is_object()) return fail(path.string() + " is not a status file");
+  const auto& o = v.as_object();
+  DaemonStatus s;
+  try {
+    s.pid = static_cast<int>(o.at("pid").to_number<std::int64_t>());
+    s.launch_id = json::value_to<std::string>(o.at("launchId"));
+    s.label = json::value_to<std::string>(o.at("label"));
+    s.worker_id = json::value_to<std::string>(o.at("workerId"));
+    s.state = json::value_to<std::string>(o.at("state"));
+    if (o.at("exitReason").is_string()) s.exit_reason = json::value_to<std::string>(o.at("exitReason"));
+    s.message = json::value_to<std::string>(o.at("message"));
+    s.started_at = from_unix_ms(o.at("startedAtMs").to_number<std::int64_t>());
+    s.updated_at = from_unix_ms(o.at("updatedAtMs").to_number<std::int64_t>());
+    s.running_jobs = static_cast<int>(o.at("runningJobs").to_number<std::int64_t>());
+  } catch (const std::exception& e) {
+    return fail(path.string() + " is not a valid status file: " + e.what());
+  }
+  return s;
+}
+
+}  // namespace nymph::agent

@@ -1,0 +1,31 @@
+#pragma once
+// status.json: what `nymph launches` and `nymph kill` read about a running or finished daemon.
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "common/error.hpp"
+
+namespace nymph::agent {
+
+struct DaemonStatus {
+  int pid = 0;
+  std::string launch_id;
+  std::string label;
+  std::string worker_id;                  // empty until registered
+  std::string state = "starting";         // starting | registering | serving | draining | exited
+  std::optional<std::string> exit_reason; // set once the daemon decided to exit
+  std::string message;
+  std::chrono::system_clock::time_point started_at;
+  std::chrono::system_clock::time_point updated_at;
+  int running_jobs = 0;
+};
+
+// Writes `status` to `path` atomically (temporary file in the same directory, fsync, rename), mode 0600.
+Result<void> write_status_file(const std::filesystem::path& path, const DaemonStatus& status);
+
+// Reads a status file written by write_status_file.
+Result<DaemonStatus> read_status_file(const std::filesystem::path& path);
+
+}  // namespace nymph::agent

@@ -1,0 +1,114 @@
+// The per-attempt outbox: ordering, chunking, acknowledgement, 409 offset recovery; and status.json.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "agent/outbox.hpp"
+#include "agent/status_file.hpp"
+
+using namespace nymph::agent;
+using nymph::runners::JobState;
+using nymph::runners::JobUpdate;
+using nymph::runners::Stream;
+
+namespace {
+const auto now = std::chrono::system_clock::time_point{};
+
+// Drains the outbox as a perfect server would, returning what it received.
+struct Received {
+  std::string out, err;
+  std::vector<std::int64_t> seqs;
+  bool final_after_logs = true;
+};
+Received drain(AttemptOutbox& box) {
+  Received r;
+  while (auto u = box.next_upload()) {
+    if (u->kind == Upload::Kind::log) {
+      auto& s = u->stream == Stream::out ? r.out : r.err;
+      EXPECT_EQ(u->offset, s.size());
+      s.append(u->bytes);
+      if (!r.seqs.empty() && box.has_final() && box.finished()) r.final_after_logs = false;
+    } else {
+      r.seqs.push_back(u->event->seq);
+    }
+    box.acknowledged(*u);
+  }
+  return r;
+}
+}  // namespace
+
+TEST(Outbox, ProgressEventsFirstFinalEventAfterAllLogs) {
+  AttemptOutbox box(4);
+  EXPECT_EQ(box.push_event({.state = JobState::running}, now), 1);
+  box.push_output(Stream::out, 0, "hello world");
+  box.push_output(Stream::err, 0, "oops");
+  EXPECT_EQ(box.push_event({.state = JobState::succeeded, .exit_code = 0}, now), 2);
+  EXPECT_EQ(box.buffered_bytes(), 15u);
+
+  auto first = box.next_upload();
+  ASSERT_EQ(first->kind, Upload::Kind::event);
+  EXPECT_EQ(first->event->seq, 1);
+  box.acknowledged(*first);
+  // logs in chunks of at most 4 bytes, then the final event
+  auto chunk = box.next_upload();
+  ASSERT_EQ(chunk->kind, Upload::Kind::log);
+  EXPECT_EQ(chunk->bytes, "hell");
+  auto r = drain(box);
+  EXPECT_EQ(r.out, "o world");
+  EXPECT_EQ(r.err, "oops");
+  EXPECT_EQ(r.seqs, (std::vector<std::int64_t>{2}));
+  EXPECT_TRUE(box.finished());
+  EXPECT_EQ(box.buffered_bytes(), 0u);
+}
+
+TEST(Outbox, UnacknowledgedUploadsAreOfferedAgain) {
+  AttemptOutbox box;
+  box.push_output(Stream::out, 0, "abc");
+  auto u1 = box.next_upload();
+  auto u2 = box.next_upload();  // no ack (connection failed): the same bytes again
+  EXPECT_EQ(u1->offset, u2->offset);
+  EXPECT_EQ(u2->bytes, "abc");
+}
+
+TEST(Outbox, OverlappingOutputIsDroppedAndGapsAreBugs) {
+  AttemptOutbox box;
+  box.push_output(Stream::out, 0, "abcdef");
+  box.push_output(Stream::out, 3, "defgh");
+  EXPECT_EQ(drain(box).out, "abcdefgh");
+  EXPECT_THROW(box.push_output(Stream::out, 100, "x"), std::logic_error);
+}
+
+TEST(Outbox, ServerAheadAfterALostReplySkipsWhatItHas) {
+  AttemptOutbox box;
+  box.push_output(Stream::err, 0, "0123456789");
+  ASSERT_TRUE(box.expected_offset(Stream::err, 6));  // 409: the server already has 6 bytes
+  auto u = box.next_upload();
+  EXPECT_EQ(u->offset, 6u);
+  EXPECT_EQ(u->bytes, "6789");
+  EXPECT_FALSE(box.expected_offset(Stream::err, 2));   // the server lost data we no longer have
+  EXPECT_FALSE(box.expected_offset(Stream::err, 99));  // the server claims bytes never produced
+}
+
+TEST(Outbox, NothingAfterTheFinalEvent) {
+  AttemptOutbox box;
+  box.push_event({.state = JobState::failed, .exit_code = 3}, now);
+  EXPECT_THROW(box.push_event({.state = JobState::running}, now), std::logic_error);
+}
+
+TEST(StatusFile, RoundTripsAtomically) {
+  auto dir = std::filesystem::temp_directory_path() / ("nymph-status-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  DaemonStatus s{.pid = 42, .launch_id = "01ARZ3NDEKTSV4RRFFQ69G5FAV", .label = "h-01AR", .worker_id = "w1",
+                 .state = "exited", .exit_reason = "sigterm", .message = "stopped by SIGTERM"};
+  s.started_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(1000));
+  ASSERT_TRUE(write_status_file(dir / "status.json", s).has_value());
+  EXPECT_FALSE(std::filesystem::exists(dir / "status.json.tmp"));
+  EXPECT_EQ(std::filesystem::status(dir / "status.json").permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  auto back = read_status_file(dir / "status.json");
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back->pid, 42);
+  EXPECT_EQ(back->exit_reason, "sigterm");
+  EXPECT_EQ(back->started_at, s.started_at);
+  std::filesystem::remove_all(dir);
+}
