@@ -15,6 +15,7 @@
 #include "agent/probe.hpp"
 #include "common/logging.hpp"
 #include "common/protocol.hpp"
+#include "nymph/version.hpp"
 #include "runners/process_runner.hpp"
 
 namespace nymph::agent {
