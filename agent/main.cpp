@@ -6,6 +6,7 @@
 
 #include "agent/probe.hpp"
 #include "agent/run_main.hpp"
+#include "installer/cli.hpp"
 #include "nymph/version.hpp"
 
 namespace {
@@ -43,9 +44,7 @@ int main(int argc, char** argv) {
   run->add_option("--config", run_args.config_file, "Configuration file (TOML; see docs/config.md)")->required();
   run->add_option("--training-profile", run_args.training_profiles,
                   "Approved training profile NAME=/absolute/script (repeatable)");
-  auto* install = app.add_subcommand("install", "Create a launch and start a detached daemon (or an sbatch job)");
-  auto* launches = app.add_subcommand("launches", "List launches of this user");
-  auto* kill = app.add_subcommand("kill", "Stop a launch by launch ID or worker label");
+  auto installer = nymph::installer::register_cli(app);  // install, launches [prune], kill
   bool probe_json = false;
   auto* probe = app.add_subcommand("probe", "Print what this host would advertise to a control plane");
   probe->add_flag("--json", probe_json, "Print one JSON object");
@@ -55,9 +54,7 @@ int main(int argc, char** argv) {
 
   if (*probe) return run_probe(probe_json);
   if (*run) return nymph::agent::run_main(run_args);
-  if (*install) return not_built_yet("install");
-  if (*launches) return not_built_yet("launches");
-  if (*kill) return not_built_yet("kill");
+  if (auto status = installer->run()) return *status;
   if (*slurm) return not_built_yet("slurm");
   return 2;
 }

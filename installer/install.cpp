@@ -1,0 +1,429 @@
+#include "installer/install.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include <boost/json.hpp>
+
+#include "installer/launch_record.hpp"
+#include "installer/process.hpp"
+
+namespace nymph::installer {
+
+const char* const kSlurmWarning =
+    "nothing renews this allocation: when its walltime ends the daemon stops. For a long-lived agent, install "
+    "on a login node (without --slurm), which is the recommended placement.";
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+std::string errno_text(const std::string& what, const fs::path& path, int err) {
+  return what + " " + path.string() + ": " + std::strerror(err);
+}
+
+// Creates `dir` and missing parents with mode 0700 (existing directories are left as they are).
+Result<void> ensure_dir(const fs::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return {};
+    return fail(dir.string() + " exists and is not a directory");
+  }
+  if (dir.has_parent_path() && dir.parent_path() != dir)
+    if (auto r = ensure_dir(dir.parent_path()); !r) return r;
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fail(errno_text("cannot create", dir, errno));
+  return {};
+}
+
+// Creates `path` (which must not exist) with mode 0600 and `content`, flushed to disk.
+Result<void> write_new_file(const fs::path& path, std::string_view content) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return fail(errno_text("cannot create", path, errno));
+  int err = ::fchmod(fd, 0600) == 0 ? 0 : errno;
+  for (std::size_t done = 0; err == 0 && done < content.size();) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno != EINTR) err = errno;
+    if (n > 0) done += static_cast<std::size_t>(n);
+  }
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  ::close(fd);
+  if (err != 0) return fail(errno_text("cannot write", path, err));
+  return {};
+}
+
+void fsync_dir(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+std::int64_t now_unix_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+LaunchRecord record_for(const InstallPlan& plan, const HostFacts& host) {
+  LaunchRecord r;
+  r.launch_id = plan.launch_id;
+  r.worker_label = plan.worker_label;
+  r.mode = plan.mode == LaunchMode::slurm ? "slurm" : "local";
+  r.host = host.hostname;
+  r.server = plan.server;
+  r.config_path = plan.config_path;
+  r.log_path = plan.log_path;
+  r.command = plan.daemon_argv;
+  r.created_at_ms = now_unix_ms();
+  return r;
+}
+
+// Writes config.toml, token and launch.json into a fresh temporary directory next to the launch directory and
+// renames it into place, so the launch directory appears complete or not at all.
+Result<void> write_launch_dir(const InstallPlan& plan, const std::string& token, const LaunchRecord& record) {
+  auto launches = plan.launch_dir.parent_path();
+  if (auto r = ensure_dir(launches); !r) return r;
+  if (fs::path(plan.log_path).has_parent_path())
+    if (auto r = ensure_dir(plan.log_path.parent_path()); !r) return r;
+  std::string tmpl = (launches / (".tmp-" + plan.launch_id + "-XXXXXX")).native();
+  if (!::mkdtemp(tmpl.data())) return fail(errno_text("cannot create a directory in", launches, errno));
+  fs::path tmp = tmpl;
+  auto result = [&]() -> Result<void> {
+    if (::chmod(tmp.c_str(), 0700) != 0) return fail(errno_text("cannot chmod", tmp, errno));
+    if (auto r = write_new_file(tmp / kConfigFile, plan.config_toml); !r) return r;
+    if (auto r = write_new_file(tmp / kTokenFile, token); !r) return r;
+    if (auto r = write_launch_record(tmp, record); !r) return r;
+    std::error_code ec;
+    if (fs::exists(plan.launch_dir, ec)) return fail(plan.launch_dir.string() + " already exists");
+    if (::rename(tmp.c_str(), plan.launch_dir.c_str()) != 0)
+      return fail(errno_text("cannot rename " + tmp.string() + " to", plan.launch_dir, errno));
+    fsync_dir(launches);
+    return {};
+  }();
+  if (!result) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+  }
+  return result;
+}
+
+// Removes a launch that never ran (sbatch refused it): its directory and its (empty) log.
+void remove_launch(const InstallPlan& plan) {
+  std::error_code ec;
+  fs::remove_all(plan.launch_dir, ec);
+  fs::remove(plan.log_path, ec);
+}
+
+// Blocks SIGCHLD for the lifetime of the object and reads it from a signalfd, so a child's exit can be awaited
+// with poll() together with other descriptors.
+class ChildSignals {
+ public:
+  ChildSignals() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    ::sigprocmask(SIG_BLOCK, &set, &old_);
+    fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  }
+  ~ChildSignals() {
+    if (fd_ >= 0) ::close(fd_);
+    ::sigprocmask(SIG_SETMASK, &old_, nullptr);
+  }
+  ChildSignals(const ChildSignals&) = delete;
+  ChildSignals& operator=(const ChildSignals&) = delete;
+  int fd() const { return fd_; }
+  void drain() const {
+    signalfd_siginfo info;
+    while (fd_ >= 0 && ::read(fd_, &info, sizeof info) > 0) {
+    }
+  }
+
+ private:
+  sigset_t old_{};
+  int fd_ = -1;
+};
+
+// Reaps `pid` if it has exited: its wait status, else nullopt.
+std::optional<int> try_reap(pid_t pid) {
+  int status = 0;
+  pid_t r = ::waitpid(pid, &status, WNOHANG);
+  if (r == pid) return status;
+  return std::nullopt;
+}
+
+std::string describe_wait_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + ::strsignal(WTERMSIG(status));
+  return "stopped";
+}
+
+// Waits until `pid` is up: alive and status.json in `dir` names it, or until it exits or the deadline passes.
+// Wakes on changes in the directory (inotify) and on SIGCHLD (signalfd); the 250 ms cap only covers a missing
+// inotify/signalfd.
+Result<void> wait_until_up(pid_t pid, const fs::path& dir, std::chrono::milliseconds timeout,
+                           const ChildSignals& child) {
+  auto deadline = Clock::now() + timeout;
+  int ino = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (ino >= 0) ::inotify_add_watch(ino, dir.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE);
+  auto result = [&]() -> Result<void> {
+    while (true) {
+      if (auto status = try_reap(pid)) return fail("the daemon " + describe_wait_status(*status) + " before it was up");
+      if (auto s = read_status(dir); s && s->pid == pid) {
+        if (s->state != "exited") return {};
+        return fail("the daemon exited at once (exitReason " + s->exit_reason.value_or("none") + ")" +
+                    (s->message.empty() ? "" : ": " + s->message));
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0)
+        return fail("the daemon did not write " + (dir / kStatusFile).string() + " within " +
+                    std::to_string(timeout.count() / 1000) + " s");
+      pollfd fds[2] = {{ino, POLLIN, 0}, {child.fd(), POLLIN, 0}};
+      ::poll(fds, 2, static_cast<int>(std::min<long long>(left, 250)));
+      char buf[4096];
+      while (ino >= 0 && ::read(ino, buf, sizeof buf) > 0) {
+      }
+      child.drain();
+    }
+  }();
+  if (ino >= 0) ::close(ino);
+  return result;
+}
+
+// Waits for `pid` (a child) to exit, for at most `timeout`. True when it was reaped.
+bool wait_exit(pid_t pid, std::chrono::milliseconds timeout, const ChildSignals& child) {
+  auto deadline = Clock::now() + timeout;
+  while (true) {
+    if (try_reap(pid)) return true;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd fd{child.fd(), POLLIN, 0};
+    ::poll(&fd, 1, static_cast<int>(std::min<long long>(left, 250)));
+    child.drain();
+  }
+}
+
+// Stops a daemon that did not come up: SIGTERM to its process group, 5 s, then SIGKILL; always reaps it.
+void stop_daemon(pid_t pid, const ChildSignals& child) {
+  if (try_reap(pid)) return;
+  ::kill(-pid, SIGTERM);
+  if (wait_exit(pid, std::chrono::seconds(5), child)) return;
+  ::kill(-pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+Result<pid_t> start_local(const InstallPlan& plan, LaunchRecord& record, const InstallContext& ctx) {
+  ChildSignals child;
+  auto pid = spawn_detached(plan.daemon_argv, plan.launch_dir, plan.log_path);
+  if (!pid) {
+    record.start_error = pid.error().message;
+    (void)write_launch_record(plan.launch_dir, record);
+    return pid.error();
+  }
+  record.pid = *pid;
+  if (auto r = write_launch_record(plan.launch_dir, record); !r) {
+    stop_daemon(*pid, child);
+    return r.error();
+  }
+  auto up = wait_until_up(*pid, plan.launch_dir, ctx.start_timeout, child);
+  if (up) return *pid;
+  stop_daemon(*pid, child);
+  record.start_error = up.error().message;
+  (void)write_launch_record(plan.launch_dir, record);
+  std::string tail = tail_file(plan.log_path, 20);
+  return fail(up.error().message + "; nothing is running. Last lines of " + plan.log_path.string() + ":\n" +
+              (tail.empty() ? "(empty)\n" : tail) + "The launch directory " + plan.launch_dir.string() +
+              " is kept for inspection; `nymph launches prune` removes it.");
+}
+
+// Parses `sbatch --parsable` output: "<jobid>" or "<jobid>;<cluster>".
+Result<std::string> parse_job_id(const std::string& out) {
+  std::string id = out.substr(0, out.find_first_of(";\n"));
+  bool ok = !id.empty() && id.size() < 20;
+  for (char c : id) ok = ok && c >= '0' && c <= '9';
+  if (!ok) return fail("sbatch printed no job id (output: " + out.substr(0, 200) + ")");
+  return id;
+}
+
+Result<std::string> submit_slurm(const InstallPlan& plan, LaunchRecord& record, const InstallContext& ctx) {
+  auto r = run_bounded({ctx.sbatch, "--parsable"}, plan.sbatch_script, ctx.sbatch_timeout);
+  Result<std::string> id = fail("");
+  if (!r) id = fail("sbatch: " + r.error().message);
+  else if (r->exit_code != 0) id = fail("sbatch failed (exit " + std::to_string(r->exit_code) + "): " + r->err);
+  else id = parse_job_id(r->out);
+  if (!id) {
+    remove_launch(plan);
+    return fail(id.error().message + (id.error().message.ends_with("\n") ? "" : "\n") +
+                "nothing was submitted and the launch was removed");
+  }
+  record.slurm_job_id = *id;
+  if (auto w = write_launch_record(plan.launch_dir, record); !w)
+    return fail("submitted Slurm job " + *id + " but " + w.error().message);
+  return id;
+}
+
+// Creates the log file (0600) up front, so it exists with private permissions whoever appends to it.
+Result<void> create_log(const fs::path& log) {
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return fail(errno_text("cannot create the log file", log, errno));
+  ::close(fd);
+  return {};
+}
+
+Result<std::string> read_token_file(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(errno_text("cannot read the token file", path, errno));
+  struct stat st {};
+  std::string data;
+  int err = ::fstat(fd, &st) == 0 ? 0 : errno;
+  if (err == 0 && !S_ISREG(st.st_mode)) err = EINVAL;
+  char buf[4096];
+  while (err == 0 && data.size() <= 65536) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    if (n <= 0) break;
+    data.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  if (err == EINVAL) return fail("the token file " + path.string() + " is not a regular file");
+  if (err != 0) return fail(errno_text("cannot read the token file", path, err));
+  return data;
+}
+
+std::string squeue_line(const InstallPlan& plan) {
+  return "squeue --name=\"" + plan.job_name + "\" -o '%.18i %.48j %.10T'";
+}
+
+std::string tail_line(const InstallPlan& plan) { return "tail -f " + shell_quote(plan.log_path.native()); }
+
+}  // namespace
+
+Result<std::string> read_token(const InstallOptions& o, std::istream* input) {
+  if (!o.token_file.empty() && o.token_stdin) return fail("give the token with --token-file or --token-stdin, not both");
+  if (o.token_file.empty() && !o.token_stdin)
+    return fail("no token: give it with --token-file FILE or --token-stdin (never on the command line)");
+  if (o.token_stdin) {
+    if (!input) return fail("--token-stdin: no standard input");
+    std::string data;
+    char buf[4096];
+    while (data.size() <= 65536 && input->read(buf, sizeof buf).gcount() > 0)
+      data.append(buf, static_cast<std::size_t>(input->gcount()));
+    return check_token(data, "standard input");
+  }
+  auto data = read_token_file(o.token_file);
+  if (!data) return data.error();
+  return check_token(*data, "file " + o.token_file);
+}
+
+Result<InstallOutcome> run_install(const InstallOptions& o, const InstallContext& ctx, UlidGenerator& ids) {
+  auto id = ids.next();
+  if (!id) return id.error();
+  auto plan = make_install_plan(o, ctx.host, *id);
+  if (!plan) return plan.error();
+  auto token = read_token(o, ctx.token_input);
+  if (!token) return token.error();
+  InstallOutcome out{.plan = *plan, .dry_run = o.dry_run,
+                     .token_source = o.token_stdin ? "standard input" : "file " + o.token_file};
+  if (o.dry_run) return out;
+
+  auto record = record_for(*plan, ctx.host);
+  if (auto r = write_launch_dir(*plan, *token, record); !r) return r.error();
+  if (auto r = create_log(plan->log_path); !r) {
+    remove_launch(*plan);
+    return r.error();
+  }
+  if (plan->mode == LaunchMode::local) {
+    auto pid = start_local(*plan, record, ctx);
+    if (!pid) return pid.error();
+    out.pid = *pid;
+  } else {
+    auto job = submit_slurm(*plan, record, ctx);
+    if (!job) return job.error();
+    out.slurm_job_id = *job;
+  }
+  return out;
+}
+
+json::object outcome_json(const InstallOutcome& oc) {
+  const auto& p = oc.plan;
+  json::object o;
+  if (oc.dry_run) o["dryRun"] = true;
+  o["launchId"] = p.launch_id;
+  o["workerLabel"] = p.worker_label;
+  o["mode"] = p.mode == LaunchMode::slurm ? "slurm" : "local";
+  o["launchDir"] = p.launch_dir.native();
+  o["logPath"] = p.log_path.native();
+  if (oc.pid) o["pid"] = *oc.pid;
+  if (!oc.slurm_job_id.empty()) o["slurmJobId"] = oc.slurm_job_id;
+  o["tail"] = tail_line(p);
+  if (p.mode == LaunchMode::slurm) {
+    o["jobName"] = p.job_name;
+    o["squeue"] = squeue_line(p);
+    o["warning"] = kSlurmWarning;
+  }
+  if (oc.dry_run) {
+    json::array files;
+    files.push_back({{"path", p.config_path.native()}, {"mode", "0600"}, {"content", p.config_toml}});
+    files.push_back({{"path", (p.launch_dir / kTokenFile).native()}, {"mode", "0600"}, {"from", oc.token_source}});
+    files.push_back({{"path", (p.launch_dir / kLaunchFile).native()}, {"mode", "0600"}});
+    files.push_back({{"path", p.log_path.native()}, {"mode", "0600"}});
+    o["files"] = std::move(files);
+    json::array argv;
+    for (const auto& a : p.daemon_argv) argv.emplace_back(a);
+    o["command"] = std::move(argv);
+    if (p.mode == LaunchMode::slurm) o["sbatchScript"] = p.sbatch_script;
+  }
+  return o;
+}
+
+std::string outcome_text(const InstallOutcome& oc) {
+  const auto& p = oc.plan;
+  std::ostringstream s;
+  if (oc.dry_run) s << "dry run: nothing was written, started or submitted\n";
+  s << "launch ID:    " << p.launch_id << "\n"
+    << "worker label: " << p.worker_label << "\n"
+    << "launch dir:   " << p.launch_dir.native() << "\n"
+    << "log:          " << p.log_path.native() << "\n";
+  if (oc.pid) s << "pid:          " << *oc.pid << "\n";
+  if (!oc.slurm_job_id.empty()) s << "Slurm job:    " << oc.slurm_job_id << "\n";
+  if (oc.dry_run) {
+    s << "\nwould create " << p.launch_dir.native() << "/ (0700) with\n"
+      << "  " << kConfigFile << " (0600):\n";
+    std::istringstream lines(p.config_toml);
+    for (std::string line; std::getline(lines, line);) s << "    " << line << "\n";
+    s << "  " << kTokenFile << " (0600): the token from " << oc.token_source << " (not shown)\n"
+      << "  " << kLaunchFile << " (0600): what was started\n"
+      << "and the log " << p.log_path.native() << " (0600)\n\n";
+    if (p.mode == LaunchMode::local) {
+      s << "would start, detached (new session, stdin /dev/null, output appended to the log, in the launch dir):\n"
+        << "  " << shell_join(p.daemon_argv) << "\n";
+    } else {
+      s << "would submit:\n  sbatch --parsable <<'EOF'\n";
+      std::istringstream script(p.sbatch_script);
+      for (std::string line; std::getline(script, line);) s << "  " << line << "\n";
+      s << "  EOF\n";
+    }
+  }
+  s << "\n";
+  if (p.mode == LaunchMode::slurm) s << "find the job:    " << squeue_line(p) << "\n";
+  s << "follow the log:  " << tail_line(p) << "\n";
+  if (p.mode == LaunchMode::slurm) s << "\nwarning: " << kSlurmWarning << "\n";
+  return s.str();
+}
+
+}  // namespace nymph::installer

@@ -1,0 +1,59 @@
+#pragma once
+// `nymph install`: validate, write the launch directory atomically, start the detached daemon (and confirm it
+// came up) or submit it with sbatch, and describe the result for a person or as one JSON object.
+#include <sys/types.h>
+
+#include <chrono>
+#include <istream>
+#include <optional>
+#include <string>
+
+#include <boost/json/object.hpp>
+
+#include "common/error.hpp"
+#include "common/ulid.hpp"
+#include "installer/plan.hpp"
+
+namespace nymph::installer {
+
+// Everything run_install needs from outside the options.
+struct InstallContext {
+  HostFacts host;
+  std::istream* token_input = nullptr;                 // read for --token-stdin
+  std::chrono::milliseconds start_timeout{15'000};     // how long the daemon may take to write status.json
+  std::string sbatch = "sbatch";                       // looked up on PATH
+  std::chrono::milliseconds sbatch_timeout{120'000};
+};
+
+struct InstallOutcome {
+  InstallPlan plan;
+  bool dry_run = false;
+  std::string token_source;      // "file <path>" or "standard input"; never the token
+  std::optional<pid_t> pid;      // local launch: the daemon's pid
+  std::string slurm_job_id;      // slurm launch: the job id
+};
+
+// Performs `nymph install`. Every option and the token are validated before anything is written; files are
+// written into a temporary directory that is renamed into place, so a failure leaves nothing behind. With
+// dry_run nothing is written or started. A local launch is confirmed only when the daemon is alive and has
+// written status.json with its pid within start_timeout; otherwise it is stopped (TERM, then KILL to its process
+// group), launch.json records the failure, and the Error carries the log's last lines. A failed sbatch removes
+// the launch again. Never throws; never stops another launch.
+Result<InstallOutcome> run_install(const InstallOptions& options, const InstallContext& context,
+                                   UlidGenerator& ids);
+
+// Reads the token from --token-file or standard input (exactly one must be given) and checks it.
+// The Error never contains the token.
+Result<std::string> read_token(const InstallOptions& options, std::istream* input);
+
+// The outcome as one JSON object (launchId, workerLabel, mode, launchDir, logPath, pid or slurmJobId, tail,
+// squeue, warning; a dry run adds dryRun, files and the command or sbatch script).
+boost::json::object outcome_json(const InstallOutcome& outcome);
+
+// The outcome as the lines a person needs (launch ID, label, log, pid or job id, how to follow it).
+std::string outcome_text(const InstallOutcome& outcome);
+
+// The warning printed for every --slurm install.
+extern const char* const kSlurmWarning;
+
+}  // namespace nymph::installer

@@ -1,0 +1,261 @@
+#include "installer/launches.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <boost/json.hpp>
+
+#include "common/ulid.hpp"
+#include "installer/process.hpp"
+
+namespace nymph::installer {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+// squeue's state of this user's jobs: job id -> %T; nullopt when squeue could not be run or failed.
+std::optional<std::map<std::string, std::string>> slurm_states(const ManageContext& ctx) {
+  auto r = run_bounded({ctx.squeue, "-h", "-u", std::to_string(::getuid()), "-o", "%i %T"}, {}, ctx.command_timeout);
+  if (!r || r->exit_code != 0) return std::nullopt;
+  std::map<std::string, std::string> out;
+  std::istringstream lines(r->out);
+  for (std::string id, state; lines >> id >> state;) out[id] = state;
+  return out;
+}
+
+// Turns squeue's table into the Observation of one launch: "" when the job is no longer listed.
+std::optional<std::string> slurm_state_of(const std::optional<std::map<std::string, std::string>>& states,
+                                          const std::string& job_id) {
+  if (!states) return std::nullopt;
+  auto it = states->find(job_id);
+  return it == states->end() ? std::string{} : it->second;
+}
+
+LaunchInfo inspect(const fs::path& dir, const ManageContext& ctx,
+                   const std::optional<std::map<std::string, std::string>>& slurm) {
+  LaunchInfo info{.launch_id = dir.filename().native(), .dir = dir};
+  auto record = read_launch_record(dir);
+  if (!record) {
+    info.problem = record.error().message;
+    return info;
+  }
+  info.record = *record;
+  if (auto s = read_status(dir)) info.status = *s;
+  Observation obs;
+  obs.on_this_host = record->host == ctx.hostname;
+  obs.process_running = obs.on_this_host && record->pid && runs_command(*record->pid, record->command);
+  if (record->mode == "slurm") obs.slurm_state = slurm_state_of(slurm, record->slurm_job_id);
+  info.state = classify(*record, obs);
+  if (info.state == LaunchState::unknown) {
+    if (!obs.on_this_host && record->mode == "local") info.problem = "started on host " + record->host;
+    else if (record->mode == "slurm" && !record->slurm_job_id.empty()) info.problem = "squeue failed";
+    else info.problem = "no pid or job id recorded (interrupted install?)";
+  }
+  return info;
+}
+
+std::vector<fs::path> launch_dirs(const ManageContext& ctx) {
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(ctx.state_dir / "launches", ec)) {
+    if (is_canonical_ulid(e.path().filename().native()) && e.is_directory(ec)) dirs.push_back(e.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+bool needs_slurm(const std::vector<fs::path>& dirs) {
+  for (const auto& d : dirs)
+    if (auto r = read_launch_record(d); r && r->mode == "slurm" && !r->slurm_job_id.empty()) return true;
+  return false;
+}
+
+// Polls `done` until it returns true or the deadline passes. The interval grows from 20 ms to 500 ms.
+template <class F>
+bool wait_for(F done, std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  auto step = std::chrono::milliseconds(20);
+  while (!done()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::min<Clock::duration>(step, deadline - Clock::now()));
+    step = std::min(step * 2, std::chrono::milliseconds(500));
+  }
+  return true;
+}
+
+Result<bool> kill_local(const LaunchInfo& info, const ManageContext& ctx, std::chrono::milliseconds timeout) {
+  const auto& r = *info.record;
+  if (r.host != ctx.hostname)
+    return fail("launch " + r.launch_id + " runs on host " + r.host + "; run `nymph kill` there");
+  pid_t pid = *r.pid;
+  if (::kill(pid, SIGTERM) != 0 && errno != ESRCH)
+    return fail("cannot signal pid " + std::to_string(pid) + ": " + std::strerror(errno));
+  return wait_for([&] { return !runs_command(pid, r.command); }, timeout);
+}
+
+Result<bool> kill_slurm(const LaunchInfo& info, const ManageContext& ctx, std::chrono::milliseconds timeout) {
+  const auto& id = info.record->slurm_job_id;
+  auto r = run_bounded({ctx.scancel, id}, {}, ctx.command_timeout);
+  if (!r) return fail("scancel: " + r.error().message);
+  if (r->exit_code != 0) return fail("scancel " + id + " failed: " + r->err);
+  return wait_for(
+      [&] {
+        auto states = slurm_states(ctx);
+        if (!states) return false;
+        auto it = states->find(id);
+        return it == states->end() || it->second == "CANCELLED" || it->second == "COMPLETED";
+      },
+      timeout);
+}
+
+// The log of a launch, when its record names the expected file for that launch (never anything else).
+std::optional<fs::path> own_log(const LaunchInfo& info) {
+  if (!info.record) return std::nullopt;
+  const auto& log = info.record->log_path;
+  if (!log.is_absolute() || log.filename() != "nymph-" + info.launch_id + ".log") return std::nullopt;
+  return log;
+}
+
+void prune_temporaries(const ManageContext& ctx, PruneOutcome& out) {
+  std::error_code ec;
+  auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const auto& e : fs::directory_iterator(ctx.state_dir / "launches", ec)) {
+    auto name = e.path().filename().native();
+    if (!name.starts_with(".tmp-") || name.size() < 5 + 26) continue;
+    auto id = parse_ulid(name.substr(5, 26));
+    if (!id || now_ms - static_cast<std::int64_t>(id->time_ms()) < 3'600'000) continue;
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+    if (rm) out.errors.push_back(e.path().string() + ": " + rm.message());
+  }
+}
+
+std::string pid_or_job(const LaunchInfo& l) {
+  if (!l.record) return "-";
+  if (l.record->mode == "slurm") return l.record->slurm_job_id.empty() ? "-" : "job " + l.record->slurm_job_id;
+  return l.record->pid ? "pid " + std::to_string(*l.record->pid) : "-";
+}
+
+}  // namespace
+
+std::vector<LaunchInfo> list_launches(const ManageContext& ctx) {
+  auto dirs = launch_dirs(ctx);
+  std::optional<std::map<std::string, std::string>> slurm;
+  if (needs_slurm(dirs)) slurm = slurm_states(ctx);
+  std::vector<LaunchInfo> out;
+  for (const auto& d : dirs) out.push_back(inspect(d, ctx, slurm));
+  return out;
+}
+
+json::object launch_json(const LaunchInfo& l) {
+  json::object o;
+  o["launchId"] = l.launch_id;
+  o["state"] = to_string(l.state);
+  o["launchDir"] = l.dir.native();
+  if (l.record) {
+    o["workerLabel"] = l.record->worker_label;
+    o["mode"] = l.record->mode;
+    o["host"] = l.record->host;
+    o["pid"] = l.record->pid ? json::value(*l.record->pid) : json::value(nullptr);
+    o["slurmJobId"] = l.record->slurm_job_id.empty() ? json::value(nullptr) : json::value(l.record->slurm_job_id);
+    o["logPath"] = l.record->log_path.native();
+    o["createdAtMs"] = l.record->created_at_ms;
+    if (!l.record->start_error.empty()) o["startError"] = l.record->start_error;
+  }
+  o["exitReason"] = l.status && l.status->exit_reason ? json::value(*l.status->exit_reason) : json::value(nullptr);
+  o["daemonState"] = l.status ? json::value(l.status->state) : json::value(nullptr);
+  o["workerId"] = l.status && !l.status->worker_id.empty() ? json::value(l.status->worker_id) : json::value(nullptr);
+  if (!l.problem.empty()) o["problem"] = l.problem;
+  return o;
+}
+
+json::object launches_json(const std::vector<LaunchInfo>& launches) {
+  json::array a;
+  for (const auto& l : launches) a.push_back(launch_json(l));
+  return {{"launches", std::move(a)}};
+}
+
+std::string launches_text(const std::vector<LaunchInfo>& launches) {
+  if (launches.empty()) return "no launches\n";
+  std::ostringstream s;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-26s  %-7s  %-12s  %-40s  %-11s  %s\n", "LAUNCH ID", "STATE", "PID/JOB",
+                "WORKER LABEL", "EXIT REASON", "LOG");
+  s << line;
+  for (const auto& l : launches) {
+    std::string reason = l.status && l.status->exit_reason ? *l.status->exit_reason : "-";
+    std::string label = l.record ? l.record->worker_label : "-";
+    std::string log = l.record ? l.record->log_path.native() : ("(" + l.problem + ")");
+    std::snprintf(line, sizeof line, "%-26s  %-7s  %-12s  %-40s  %-11s  %s\n", l.launch_id.c_str(),
+                  to_string(l.state), pid_or_job(l).c_str(), label.c_str(), reason.c_str(), log.c_str());
+    s << line;
+  }
+  return s.str();
+}
+
+Result<LaunchInfo> find_launch(const ManageContext& ctx, const std::string& target) {
+  std::string id = target;
+  if (auto u = parse_ulid(target)) id = u->str();
+  auto dirs = launch_dirs(ctx);
+  for (const auto& d : dirs) {
+    bool match = d.filename() == id;
+    if (!match)
+      if (auto r = read_launch_record(d)) match = r->worker_label == target;
+    if (!match) continue;
+    std::optional<std::map<std::string, std::string>> slurm;
+    if (needs_slurm({d})) slurm = slurm_states(ctx);
+    return inspect(d, ctx, slurm);
+  }
+  return fail("no launch with ID or worker label '" + target + "' in " + (ctx.state_dir / "launches").string() +
+              " (see `nymph launches`)");
+}
+
+Result<KillOutcome> kill_launch(const ManageContext& ctx, const std::string& target,
+                                std::chrono::milliseconds timeout) {
+  auto info = find_launch(ctx, target);
+  if (!info) return info.error();
+  KillOutcome out{.launch = *info};
+  if (!info->record) return fail("launch " + info->launch_id + " cannot be stopped: " + info->problem);
+  if (info->state == LaunchState::exited) {
+    out.stopped = true;
+  } else if (info->state == LaunchState::unknown && info->record->mode == "local") {
+    return fail("launch " + info->launch_id + " cannot be stopped from here: " + info->problem);
+  } else {
+    out.was_running = true;
+    auto stopped = info->record->mode == "slurm" ? kill_slurm(*info, ctx, timeout) : kill_local(*info, ctx, timeout);
+    if (!stopped) return stopped.error();
+    out.stopped = *stopped;
+  }
+  if (auto s = read_status(info->dir)) out.exit_reason = s->exit_reason;
+  return out;
+}
+
+PruneOutcome prune_launches(const ManageContext& ctx) {
+  PruneOutcome out;
+  for (const auto& l : list_launches(ctx)) {
+    if (l.state != LaunchState::exited) {
+      out.kept.push_back(l.launch_id + ": " + to_string(l.state) + (l.problem.empty() ? "" : " (" + l.problem + ")"));
+      continue;
+    }
+    std::error_code ec;
+    if (auto log = own_log(l)) fs::remove(*log, ec);
+    if (ec) out.errors.push_back(own_log(l)->string() + ": " + ec.message());
+    fs::remove_all(l.dir, ec);
+    if (ec) out.errors.push_back(l.dir.string() + ": " + ec.message());
+    else out.removed.push_back(l.launch_id);
+  }
+  prune_temporaries(ctx, out);
+  return out;
+}
+
+}  // namespace nymph::installer
