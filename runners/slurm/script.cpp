@@ -1,0 +1,118 @@
+#include "runners/slurm/script.hpp"
+
+#include <algorithm>
+
+namespace nymph::runners::slurm {
+namespace {
+
+bool is_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+bool has_nul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
+
+Result<void> check_env_name(const std::string& name) {
+  bool ok = !name.empty() && !(name[0] >= '0' && name[0] <= '9') &&
+            std::all_of(name.begin(), name.end(), [](char c) { return is_alnum(c) || c == '_'; });
+  if (!ok) return fail("env: invalid variable name " + printable(name) + " (letters, digits and _, not starting with a digit)");
+  return {};
+}
+
+Result<void> check_command(const JobSpec& spec) {
+  if (spec.kind != "command")
+    return fail("kind " + printable(spec.kind) + " is not supported by the slurm runner (only \"command\")");
+  if (spec.command.has_value() == !spec.argv.empty())
+    return fail("a command job needs exactly one of argv and command");
+  if (spec.command && (spec.command->empty() || has_nul(*spec.command))) return fail("command: empty or contains a NUL byte");
+  for (const auto& a : spec.argv)
+    if (has_nul(a)) return fail("argv: argument " + printable(a) + " contains a NUL byte");
+  if (!spec.argv.empty() && spec.argv[0].empty()) return fail("argv: the program name is empty");
+  for (const auto& [name, value] : spec.env) {
+    if (auto r = check_env_name(name); !r) return r;
+    if (has_nul(value)) return fail("env: value of " + name + " contains a NUL byte");
+  }
+  return {};
+}
+
+std::string minutes_for(std::chrono::seconds timeout) {
+  auto minutes = (std::max<std::chrono::seconds::rep>(timeout.count(), 1) + 59) / 60;
+  return std::to_string(minutes);
+}
+
+void add_sbatch_lines(std::string& s, const JobSpec& spec, const std::filesystem::path& dir,
+                      const std::vector<SbatchOption>& options) {
+  auto line = [&](std::string_view key, const std::string& value) {
+    s += "#SBATCH --";
+    s += key;
+    if (!value.empty()) (s += '=') += value;
+    s += '\n';
+  };
+  line("job-name", "nymph-" + spec.job_id);
+  line("chdir", dir.string());
+  line("output", (dir / kStdoutFile).string());
+  line("error", (dir / kStderrFile).string());
+  bool has_time = std::any_of(options.begin(), options.end(), [](const auto& o) { return o.key == "time"; });
+  for (const auto& o : options) line(o.key, o.value);
+  if (spec.timeout && !has_time) line("time", minutes_for(*spec.timeout));
+}
+
+void add_body(std::string& s, const JobSpec& spec, const std::filesystem::path& dir) {
+  s += "# Rendered by nymph: job " + spec.job_id + " attempt " + std::to_string(spec.attempt) +
+       ". Everything from the job below is a quoted word.\n";
+  s += "nymph_status_file=" + shell_quote((dir / kExitStatusFile).string()) + "\n";
+  s += "rm -f \"$nymph_status_file\"\n";
+  s += "trap 'nymph_rc=$?; printf \"%s\\n\" \"$nymph_rc\" >\"$nymph_status_file.tmp\" && "
+       "mv -f \"$nymph_status_file.tmp\" \"$nymph_status_file\"' EXIT\n";
+  s += "trap 'exit 143' TERM\n";
+  for (const auto& [name, value] : spec.env) s += "export " + name + "=" + shell_quote(value) + "\n";
+  if (spec.command) {
+    s += "/bin/sh " + shell_quote((dir / kCommandFile).string()) + "\n";
+  } else {
+    for (std::size_t i = 0; i < spec.argv.size(); ++i) (s += i ? " " : "") += shell_quote(spec.argv[i]);
+    s += '\n';
+  }
+}
+
+}  // namespace
+
+std::string shell_quote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+Result<void> check_job_id(std::string_view id) {
+  bool ok = !id.empty() && id.size() <= 128 && id.front() != '.' && id.front() != '-' &&
+            std::all_of(id.begin(), id.end(), [](char c) { return is_alnum(c) || c == '_' || c == '.' || c == '-'; });
+  if (!ok) return fail("job id " + printable(id) + " cannot name a Slurm job (1-128 of letters, digits, _ . -)");
+  return {};
+}
+
+Result<void> check_sbatch_path(const std::filesystem::path& p) {
+  const std::string s = p.string();
+  bool ok = p.is_absolute() && std::all_of(s.begin(), s.end(), [](char c) {
+              return is_alnum(c) || std::string_view("/_.-+@,=~").find(c) != std::string_view::npos;
+            });
+  if (!ok) return fail("path " + printable(s) + " cannot go into an sbatch script (absolute; letters, digits and / _ . - + @ , = ~ only)");
+  return {};
+}
+
+std::string job_dir_name(std::string_view job_id, int attempt) {
+  return std::string(job_id) + "-" + std::to_string(attempt);
+}
+
+Result<RenderedJob> render_job(const JobSpec& spec, const std::filesystem::path& dir,
+                               const std::vector<SbatchOption>& options) {
+  if (auto r = check_job_id(spec.job_id); !r) return r.error();
+  if (auto r = check_sbatch_path(dir); !r) return r.error();
+  if (auto r = check_command(spec); !r) return r.error();
+  RenderedJob out;
+  out.script = "#!/bin/sh\n";
+  add_sbatch_lines(out.script, spec, dir, options);
+  add_body(out.script, spec, dir);
+  if (spec.command) out.command = *spec.command + (spec.command->ends_with('\n') ? "" : "\n");
+  return out;
+}
+
+}  // namespace nymph::runners::slurm

@@ -1,0 +1,53 @@
+#pragma once
+// Rendering one attempt into a job directory: the sbatch script (and, for a `command`, its own script file).
+// Job data only ever reaches the script as validated option values or single-quoted shell words.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+#include "runners/runner.hpp"
+#include "runners/slurm/options.hpp"
+
+namespace nymph::runners::slurm {
+
+// Files inside a job directory.
+inline constexpr std::string_view kScriptFile = "job.sbatch";
+inline constexpr std::string_view kCommandFile = "command.sh";
+inline constexpr std::string_view kStdoutFile = "stdout.log";
+inline constexpr std::string_view kStderrFile = "stderr.log";
+inline constexpr std::string_view kExitStatusFile = "exit-status";
+
+// The rendered files of one attempt.
+struct RenderedJob {
+  std::string script;                  // job.sbatch
+  std::optional<std::string> command;  // command.sh, when the job is a shell `command`
+};
+
+// `s` as one POSIX shell word: single-quoted, each ' written as '\''. Any byte but NUL survives.
+std::string shell_quote(std::string_view s);
+
+// Checks a job id used in the Slurm job name and the directory name: 1-128 of letters, digits, _ . -,
+// not starting with '.' or '-'. Returns an Error naming the id otherwise.
+Result<void> check_job_id(std::string_view job_id);
+
+// Checks a runner-controlled path that goes into #SBATCH lines (launch_dir): absolute, and only letters,
+// digits and / _ . - + @ , = ~ (no spaces, quotes or '%', which sbatch would expand). Error names the path.
+Result<void> check_sbatch_path(const std::filesystem::path& p);
+
+// The directory name of an attempt: "<job_id>-<attempt>".
+std::string job_dir_name(std::string_view job_id, int attempt);
+
+// Renders `spec` (kind "command": argv or command) for the job directory `dir` with the validated `options`.
+// The script: #SBATCH job name nymph-<job_id>, --chdir=dir, --output/--error into dir, the options; then
+// removes a stale exit-status file, installs an EXIT trap that writes the script's exit status to
+// dir/exit-status (atomically), turns TERM into exit 143 so the trap runs on scancel, exports the job's
+// environment (names checked, values quoted) and runs the argv (quoted words) or `/bin/sh dir/command.sh`.
+// When spec.timeout is set and `options` has no `time`, it becomes --time (minutes, rounded up).
+// Returns an Error for a bad job id, bad kind, empty argv, NUL bytes, or bad environment names. Never throws.
+Result<RenderedJob> render_job(const JobSpec& spec, const std::filesystem::path& dir,
+                               const std::vector<SbatchOption>& options);
+
+}  // namespace nymph::runners::slurm

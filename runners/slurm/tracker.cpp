@@ -1,0 +1,305 @@
+#include "runners/slurm/tracker.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "runners/slurm/options.hpp"
+
+namespace nymph::runners::slurm {
+namespace {
+
+std::string describe_failure(const Result<CommandResult>& r) {
+  if (!r) return r.error().message;
+  std::string err(trim(r->err));
+  return "exit status " + std::to_string(r->exit_code) + (err.empty() ? "" : ": " + err);
+}
+
+JobUpdate update_for(JobState state, const std::string& slurm_id, std::string message) {
+  JobUpdate u;
+  u.state = state;
+  u.slurm_job_id = slurm_id;
+  u.message = std::move(message);
+  return u;
+}
+
+}  // namespace
+
+std::string slurm_job_label(std::string_view slurm_id) { return "Slurm job " + std::string(slurm_id); }
+
+void Tracker::add(TrackedJob job) {
+  jobs_.try_emplace(std::move(job.slurm_id), Job{job.submitted_at});
+}
+
+void Tracker::remove(std::string_view slurm_id) {
+  if (auto it = jobs_.find(slurm_id); it != jobs_.end()) jobs_.erase(it);
+}
+
+void Tracker::request_cancel(std::string_view slurm_id, CancelCause cause) {
+  auto it = jobs_.find(slurm_id);
+  if (it == jobs_.end() || it->second.cancel) return;
+  it->second.cancel = cause;
+}
+
+TrackerAction Tracker::resume(const TrackerEvent& ev, WallClock::time_point now) {
+  TrackerAction a;
+  auto expect = [&](Stage s) {
+    if (stage_ != s) throw std::logic_error("slurm tracker: event does not answer the last action");
+  };
+  return std::visit(
+      [&](const auto& e) -> TrackerAction {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<E, tracker_event::CycleStart>) {
+          expect(Stage::idle);
+          return start_cycle(now);
+        } else if constexpr (std::is_same_v<E, tracker_event::ScancelDone>) {
+          expect(Stage::scancel);
+          if (!e.result || e.result->exit_code != 0) {
+            a.warnings.push_back("scancel failed (" + describe_failure(e.result) + "); retrying next cycle");
+            for (const auto& id : cancelling_)
+              if (auto it = jobs_.find(id); it != jobs_.end()) it->second.cancel_resend = true;
+          }
+          return query_squeue(std::move(a));
+        } else if constexpr (std::is_same_v<E, tracker_event::SqueueDone>) {
+          expect(Stage::squeue);
+          return on_squeue(e.result, std::move(a));
+        } else if constexpr (std::is_same_v<E, tracker_event::SacctDone>) {
+          expect(Stage::sacct);
+          return on_sacct(e.result, std::move(a));
+        } else {
+          expect(Stage::exit_files);
+          return on_exit_files(e, std::move(a));
+        }
+      },
+      ev);
+}
+
+TrackerAction Tracker::start_cycle(WallClock::time_point now) {
+  TrackerAction a;
+  std::vector<std::string> given_up;
+  for (auto& [id, job] : jobs_) {
+    bool over = now - job.submitted_at > config_.max_poll_duration;
+    if (over && !job.cancel) job.cancel = CancelCause::max_poll_duration;
+    if (job.cancel == CancelCause::max_poll_duration && job.cancel_sent_at &&
+        now - *job.cancel_sent_at > config_.cancel_grace)
+      given_up.push_back(id);
+  }
+  for (const auto& id : given_up) {
+    auto u = update_for(JobState::lost, id,
+                        slurm_job_label(id) + " exceeded max_poll_duration and Slurm did not confirm its "
+                        "cancellation; no longer tracked (it may still be in Slurm)");
+    a.warnings.push_back(u.message);
+    finish(id, std::move(u), a);
+  }
+  for (auto& [id, job] : jobs_) {
+    if (!job.cancel || (job.cancel_sent_at && !job.cancel_resend)) continue;
+    job.cancel_sent_at = now;
+    job.cancel_resend = false;
+    a.slurm_ids.push_back(id);
+  }
+  cancelling_ = a.slurm_ids;
+  if (!a.slurm_ids.empty()) {
+    stage_ = Stage::scancel;
+    a.step = TrackerStep::scancel;
+    return a;
+  }
+  return query_squeue(std::move(a));
+}
+
+TrackerAction Tracker::query_squeue(TrackerAction a) {
+  a.slurm_ids.clear();
+  queried_.clear();
+  missing_.clear();
+  for (const auto& [id, job] : jobs_) queried_.push_back(id);
+  if (queried_.empty()) return finish_cycle(std::move(a));
+  stage_ = Stage::squeue;
+  a.step = TrackerStep::squeue;
+  a.slurm_ids = queried_;
+  return a;
+}
+
+TrackerAction Tracker::on_squeue(const Result<CommandResult>& r, TrackerAction a) {
+  std::vector<SqueueRow> rows;
+  if (r && r->exit_code != 0 && squeue_says_invalid_job(r->err)) {
+    // A single purged id makes squeue fail; for us it just means "not shown".
+  } else if (!r || r->exit_code != 0) {
+    a.warnings.push_back("squeue failed (" + describe_failure(r) + "); retrying next cycle");
+    return finish_cycle(std::move(a));
+  } else if (auto parsed = parse_squeue(r->out); !parsed) {
+    a.warnings.push_back(parsed.error().message + "; retrying next cycle");
+    return finish_cycle(std::move(a));
+  } else {
+    rows = std::move(*parsed);
+  }
+  std::vector<std::string> active;
+  for (const auto& row : rows) {
+    auto phase = phase_of(row.state);
+    if (phase != SlurmPhase::pending && phase != SlurmPhase::running) continue;
+    if (std::find(queried_.begin(), queried_.end(), row.job_id) == queried_.end()) continue;
+    if (!tracking(row.job_id)) continue;
+    active.push_back(row.job_id);
+    report_active(row, a);
+  }
+  for (const auto& id : queried_)
+    if (tracking(id) && std::find(active.begin(), active.end(), id) == active.end()) missing_.push_back(id);
+  return after_squeue(std::move(a));
+}
+
+void Tracker::report_active(const SqueueRow& row, TrackerAction& a) {
+  auto& job = jobs_.find(row.job_id)->second;
+  job.missing_cycles = 0;
+  job.evidence = Evidence::none;
+  if (job.cancel && job.cancel_sent_at && row.state != "COMPLETING") job.cancel_resend = true;
+  bool pending = phase_of(row.state) == SlurmPhase::pending;
+  std::string message = slurm_job_label(row.job_id) + " is " + row.state;
+  if (pending && !row.reason.empty() && row.reason != "None") message += " (" + row.reason + ")";
+  std::string key = (pending ? "p:" : "r:") + message;
+  if (row.state == "COMPLETING") key = job.last_report;  // a phase of running, not worth an update
+  if (key == job.last_report) return;
+  job.last_report = key;
+  a.reports.push_back({row.job_id, update_for(pending ? JobState::pending : JobState::running, row.job_id, message)});
+}
+
+TrackerAction Tracker::after_squeue(TrackerAction a) {
+  if (missing_.empty()) return finish_cycle(std::move(a));
+  a.slurm_ids = missing_;
+  if (accounting_disabled_) {
+    for (const auto& id : missing_) jobs_.find(id)->second.evidence = Evidence::no_accounting;
+    stage_ = Stage::exit_files;
+    a.step = TrackerStep::read_exit_files;
+  } else {
+    stage_ = Stage::sacct;
+    a.step = TrackerStep::sacct;
+  }
+  return a;
+}
+
+TrackerAction Tracker::on_sacct(const Result<CommandResult>& r, TrackerAction a) {
+  std::vector<SacctRow> rows;
+  Evidence fallback = Evidence::sacct_absent;
+  if (r && r->exit_code != 0 && sacct_says_accounting_disabled(r->err)) {
+    accounting_disabled_ = true;
+    fallback = Evidence::no_accounting;
+    a.warnings.push_back("sacct: Slurm accounting storage is disabled; final states come from exit-status files");
+  } else if (!r || r->exit_code != 0) {
+    fallback = Evidence::sacct_unavailable;
+    a.warnings.push_back("sacct failed (" + describe_failure(r) + "); trying exit-status files, else next cycle");
+  } else if (auto parsed = parse_sacct(r->out); !parsed) {
+    fallback = Evidence::sacct_unavailable;
+    a.warnings.push_back(parsed.error().message);
+  } else {
+    rows = std::move(*parsed);
+  }
+  std::vector<std::string> unresolved;
+  for (const auto& id : missing_) {
+    if (!tracking(id)) continue;
+    auto& job = jobs_.find(id)->second;
+    auto row = std::find_if(rows.begin(), rows.end(), [&](const SacctRow& s) { return s.job_id == id; });
+    if (row != rows.end() && phase_of(row->state) != SlurmPhase::pending &&
+        phase_of(row->state) != SlurmPhase::running) {
+      finish(id, final_from_sacct(id, job, *row), a);
+      continue;
+    }
+    job.evidence = row != rows.end() ? Evidence::sacct_not_final : fallback;
+    unresolved.push_back(id);
+  }
+  missing_ = unresolved;
+  if (missing_.empty()) return finish_cycle(std::move(a));
+  stage_ = Stage::exit_files;
+  a.step = TrackerStep::read_exit_files;
+  a.slurm_ids = missing_;
+  return a;
+}
+
+TrackerAction Tracker::on_exit_files(const tracker_event::ExitFilesRead& ev, TrackerAction a) {
+  for (const auto& id : missing_) {
+    if (!tracking(id)) continue;
+    auto& job = jobs_.find(id)->second;
+    auto it = ev.status.find(id);
+    std::optional<int> status = it == ev.status.end() ? std::nullopt : it->second;
+    if (job.evidence == Evidence::sacct_unavailable) {
+      // sacct could not answer: an exit-status file is a real record; its absence proves nothing yet.
+      if (status) finish(id, final_from_exit_file(id, job, *status), a);
+      continue;
+    }
+    ++job.missing_cycles;
+    bool patient = job.evidence == Evidence::sacct_not_final && job.missing_cycles < config_.lost_after_cycles;
+    if (status && !patient) finish(id, final_from_exit_file(id, job, *status), a);
+    else if (!status && job.missing_cycles >= config_.lost_after_cycles) finish(id, lost(id, job), a);
+  }
+  return finish_cycle(std::move(a));
+}
+
+TrackerAction Tracker::finish_cycle(TrackerAction a) {
+  stage_ = Stage::idle;
+  queried_.clear();
+  missing_.clear();
+  a.step = TrackerStep::cycle_done;
+  a.slurm_ids.clear();
+  return a;
+}
+
+void Tracker::finish(const std::string& id, JobUpdate u, TrackerAction& a) {
+  jobs_.erase(id);
+  a.reports.push_back({id, std::move(u)});
+}
+
+JobUpdate Tracker::final_from_sacct(const std::string& id, const Job& job, const SacctRow& row) const {
+  const std::string label = slurm_job_label(id);
+  JobUpdate u;
+  u.slurm_job_id = id;
+  u.exit_code = row.exit_code;
+  if (row.signal != 0) u.signal = row.signal;
+  if (row.state == "COMPLETED") {
+    u.state = JobState::succeeded;
+    u.message = label + " COMPLETED";
+  } else if (row.state == "CANCELLED" && (job.cancel == CancelCause::user || job.cancel == CancelCause::lease_lost)) {
+    u.state = JobState::cancelled;
+    u.message = label + " cancelled (" + row.state_text + ")";
+  } else if (row.state == "CANCELLED" && job.cancel == CancelCause::max_poll_duration) {
+    u.state = JobState::failed;
+    u.message = label + " cancelled: tracked longer than max_poll_duration";
+  } else if (row.state == "TIMEOUT") {
+    u.state = JobState::failed;
+    u.message = label + " TIMEOUT: it reached its Slurm time limit";
+  } else {
+    u.state = JobState::failed;
+    u.message = label + " ended " + row.state_text + ", exit code " + std::to_string(row.exit_code) +
+                (row.signal ? ", signal " + std::to_string(row.signal) : "");
+  }
+  return u;
+}
+
+JobUpdate Tracker::final_from_exit_file(const std::string& id, const Job& job, int status) const {
+  const std::string label = slurm_job_label(id);
+  JobUpdate u;
+  u.slurm_job_id = id;
+  u.exit_code = status;
+  const std::string source = " (from its exit-status file; no accounting record)";
+  if (job.cancel == CancelCause::user || job.cancel == CancelCause::lease_lost) {
+    u.state = JobState::cancelled;
+    u.message = label + " cancelled, exit status " + std::to_string(status) + source;
+  } else if (status == 0) {
+    u.state = JobState::succeeded;
+    u.message = label + " exited 0" + source;
+  } else {
+    u.state = JobState::failed;
+    u.message = label + " exited " + std::to_string(status) + source;
+  }
+  return u;
+}
+
+JobUpdate Tracker::lost(const std::string& id, const Job& job) const {
+  std::string why = job.evidence == Evidence::no_accounting ? "accounting is disabled"
+                    : job.evidence == Evidence::sacct_not_final ? "sacct never showed a final state"
+                                                                 : "sacct has no record of it";
+  auto u = update_for(JobState::lost, id,
+                      slurm_job_label(id) + " is no longer in squeue, " + why +
+                          ", and it left no exit-status file: its outcome is unknown");
+  if (job.cancel == CancelCause::user || job.cancel == CancelCause::lease_lost) {
+    u.state = JobState::cancelled;
+    u.message = slurm_job_label(id) + " cancelled; it left no record of its exit status";
+  }
+  return u;
+}
+
+}  // namespace nymph::runners::slurm

@@ -1,0 +1,88 @@
+// The submission journal: appended entries read back, done entries dropped, torn last lines tolerated.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include "runners/slurm/journal.hpp"
+
+namespace {
+
+using namespace nymph::runners::slurm;
+namespace fs = std::filesystem;
+
+struct JournalTest : ::testing::Test {
+  fs::path dir = fs::temp_directory_path() / ("nymph-journal-test-" + std::to_string(::getpid()));
+  fs::path path = dir / kJournalFile;
+  void SetUp() override {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  static JournalEntry entry(std::string job, int attempt, std::string slurm) {
+    return {job, attempt, "lease-" + job, slurm, "/launch/" + job + "-" + std::to_string(attempt),
+            WallClock::time_point(std::chrono::milliseconds(1'800'000'000'123))};
+  }
+};
+
+TEST_F(JournalTest, MissingFileIsEmpty) { EXPECT_TRUE(read_journal(path).value().empty()); }
+
+TEST_F(JournalTest, AppendedEntriesSurviveReopeningAndDoneOnesAreDropped) {
+  {
+    auto j = Journal::open(path);
+    ASSERT_TRUE(j) << j.error().message;
+    ASSERT_TRUE(j->append(entry("a", 1, "10")));
+    ASSERT_TRUE(j->append(entry("b", 1, "11")));
+    ASSERT_TRUE(j->append(entry("c", 1, "12")));
+    ASSERT_TRUE(j->mark_done("b", 1));
+  }
+  auto j = Journal::open(path);
+  ASSERT_TRUE(j->append(entry("a", 2, "13")));
+  auto read = read_journal(path);
+  ASSERT_TRUE(read) << read.error().message;
+  std::vector<JournalEntry> expected{entry("a", 1, "10"), entry("c", 1, "12"), entry("a", 2, "13")};
+  EXPECT_EQ(*read, expected);
+  EXPECT_EQ(fs::status(path).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+}
+
+TEST_F(JournalTest, ATornLastLineIsIgnoredButCorruptionInTheMiddleIsAnError) {
+  {
+    auto j = Journal::open(path);
+    ASSERT_TRUE(j->append(entry("a", 1, "10")));
+  }
+  std::ofstream(path, std::ios::app) << R"({"op":"submit","job_id":"b","atte)";
+  auto read = read_journal(path);
+  ASSERT_TRUE(read) << read.error().message;
+  EXPECT_EQ(read->size(), 1u);
+
+  std::ofstream(path, std::ios::app) << "\n" << R"({"op":"submit","job_id":"c"})" << "\n";
+  auto bad = read_journal(path);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("line 2"), std::string::npos) << bad.error().message;
+}
+
+TEST_F(JournalTest, CompactKeepsOnlyTheGivenEntries) {
+  {
+    auto j = Journal::open(path);
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(j->append(entry("j" + std::to_string(i), 1, std::to_string(i))));
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(j->mark_done("j" + std::to_string(i), 1));
+  }
+  auto live = read_journal(path).value();
+  ASSERT_EQ(live.size(), 1u);
+  ASSERT_TRUE(compact_journal(path, live));
+  EXPECT_EQ(read_journal(path).value(), live);
+  std::ifstream in(path);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) ++lines;
+  EXPECT_EQ(lines, 1);
+}
+
+TEST_F(JournalTest, OpenFailureNamesThePath) {
+  auto j = Journal::open(dir / "missing-dir" / kJournalFile);
+  ASSERT_FALSE(j);
+  EXPECT_NE(j.error().message.find("missing-dir"), std::string::npos);
+}
+
+}  // namespace
