@@ -295,7 +295,8 @@ struct Daemon::Impl {
         }
         if (err.kind == CallFailure::worker_unknown) {
           log->warn("control plane does not know worker {}; registering again", worker_id);
-          if (!co_await register_worker()) break;
+          bool registered = co_await register_worker();
+          if (!registered) break;
           continue;
         }
         auto delay = backoff.next_delay();
@@ -350,14 +351,16 @@ struct Daemon::Impl {
     log->info("job {}: attempt {} on runner {}", a->job_id, a->number, a->runner_name);
     Attempt* raw = a.get();
     attempts.emplace(job.job_id, std::move(a));
-    if (refusal) {
-      raw->outbox.push_event(JobUpdate{.state = JobState::failed, .message = *refusal}, std::chrono::system_clock::now());
-    } else {
-      raw->run_active = true;
-      spawn(run_attempt(raw), "job " + raw->job_id);
-    }
+    // Both flags are set before either coroutine starts: co_spawn may run one inline up to its first
+    // suspension, and the attempt is removed as soon as neither is active. `raw` is not used afterwards.
     raw->shipper_active = true;
-    spawn(ship(raw), "delivery for job " + raw->job_id);
+    if (refusal)
+      raw->outbox.push_event(JobUpdate{.state = JobState::failed, .message = *refusal}, std::chrono::system_clock::now());
+    else
+      raw->run_active = true;
+    std::string id = raw->job_id;
+    spawn(ship(raw), "delivery for job " + id);
+    if (!refusal) spawn(run_attempt(raw), "job " + id);
     state_changed.notify();
   }
 
@@ -532,7 +535,8 @@ struct Daemon::Impl {
 
   asio::awaitable<ExitReason> run() {
     write_status();
-    if (co_await register_worker()) {
+    bool registered = co_await register_worker();
+    if (registered) {
       spawn(poll_loop(), "poll loop");
       spawn(tick_loop(), "lifecycle timer");
       while (!exiting) co_await state_changed.wait();
