@@ -156,15 +156,18 @@ class ChildSignals {
   int fd_ = -1;
 };
 
-// Reaps `pid` if it has exited: its wait status, else nullopt.
+// Reaps `pid` if it has exited: its wait status (-1 when it was already reaped), else nullopt. Once this returned
+// a value the pid may be reused by another process and must never be signalled again.
 std::optional<int> try_reap(pid_t pid) {
   int status = 0;
   pid_t r = ::waitpid(pid, &status, WNOHANG);
   if (r == pid) return status;
+  if (r < 0 && errno == ECHILD) return -1;
   return std::nullopt;
 }
 
 std::string describe_wait_status(int status) {
+  if (status == -1) return "exited";
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return std::string("was killed by signal ") + ::strsignal(WTERMSIG(status));
   return "stopped";

@@ -1,0 +1,293 @@
+// run_install / list / kill / prune against a fake daemon and a fake Slurm (tests/installer/fake_daemon.cpp):
+// files and permissions, how the daemon is started, confirmation of start-up, failures leaving nothing running.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "installer/install.hpp"
+#include "installer/launches.hpp"
+#include "installer/process.hpp"
+
+using namespace nymph::installer;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+unsigned mode_of(const fs::path& p) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
+  return st.st_mode & 07777;
+}
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+class InstallExec : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/nymph-install-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    fs::create_directories(root_ / "home");
+    fs::create_directories(root_ / "slurm");
+    std::ofstream(root_ / "tok") << "  secret-token-0123456789\n";
+    fs::permissions(root_ / "tok", fs::perms::owner_read | fs::perms::owner_write);
+    for (auto tool : {"sbatch", "squeue", "scancel"}) fs::create_symlink(NYMPH_FAKE_DAEMON, root_ / "slurm" / tool);
+    ::setenv("NYMPH_FAKE_SLURM_DIR", (root_ / "slurm").c_str(), 1);
+    ::unsetenv("NYMPH_FAKE_DAEMON");
+    ::unsetenv("NYMPH_FAKE_SBATCH");
+    ctx_.host = {.home = root_ / "home", .hostname = "testhost", .nymph_exe = NYMPH_FAKE_DAEMON};
+    ctx_.start_timeout = std::chrono::seconds(10);
+    ctx_.sbatch = (root_ / "slurm" / "sbatch").native();
+    manage_ = {.state_dir = root_ / "state", .hostname = "testhost", .squeue = (root_ / "slurm" / "squeue").native(),
+               .scancel = (root_ / "slurm" / "scancel").native()};
+    opts_.server = "https://cp.example.org";
+    opts_.token_file = (root_ / "tok").native();
+    opts_.label = "box";
+    opts_.state_dir = (root_ / "state").native();
+  }
+
+  void TearDown() override {
+    for (pid_t pid : started_) {
+      if (alive(pid)) ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    fs::remove_all(root_);
+  }
+
+  nymph::Result<InstallOutcome> install() {
+    auto r = run_install(opts_, ctx_, ids_);
+    if (r && r->pid) started_.push_back(*r->pid);
+    return r;
+  }
+
+  fs::path root_;
+  InstallOptions opts_;
+  InstallContext ctx_;
+  ManageContext manage_;
+  nymph::UlidGenerator ids_;
+  std::vector<pid_t> started_;
+};
+
+}  // namespace
+
+TEST_F(InstallExec, WritesPrivateFilesAndStartsDetachedDaemon) {
+  int leaked = ::open("/dev/null", O_RDONLY);  // not close-on-exec: must not reach the daemon
+  auto out = install();
+  ::close(leaked);
+  ASSERT_TRUE(out) << out.error().message;
+  ASSERT_TRUE(out->pid);
+  const auto& p = out->plan;
+  EXPECT_EQ(mode_of(p.launch_dir), 0700u);
+  EXPECT_EQ(mode_of(p.launch_dir / "config.toml"), 0600u);
+  EXPECT_EQ(mode_of(p.launch_dir / "token"), 0600u);
+  EXPECT_EQ(mode_of(p.launch_dir / "launch.json"), 0600u);
+  EXPECT_EQ(mode_of(p.log_path), 0600u);
+  EXPECT_EQ(slurp(p.launch_dir / "token"), "secret-token-0123456789");
+  EXPECT_EQ(slurp(p.config_path), p.config_toml);
+  EXPECT_EQ(p.log_path.parent_path(), root_ / "home" / ".local" / "share");
+
+  auto probe = slurp(p.launch_dir / "probe.txt");
+  EXPECT_NE(probe.find("arg run\narg --config\narg " + p.config_path.native() + "\n"), std::string::npos) << probe;
+  EXPECT_NE(probe.find("cwd " + p.launch_dir.native() + "\n"), std::string::npos) << probe;
+  EXPECT_NE(probe.find("stdin /dev/null\n"), std::string::npos) << probe;
+  EXPECT_NE(probe.find("stdout " + p.log_path.native() + "\n"), std::string::npos) << probe;
+  EXPECT_NE(probe.find("stderr " + p.log_path.native() + "\n"), std::string::npos) << probe;
+  EXPECT_NE(probe.find("sid " + std::to_string(*out->pid) + " pid"), std::string::npos) << "new session\n" << probe;
+  EXPECT_EQ(probe.find("fd 3"), std::string::npos) << "only fds 0-2\n" << probe;
+
+  auto cmd = read_cmdline(*out->pid);
+  ASSERT_TRUE(cmd);
+  for (const auto& a : *cmd) EXPECT_EQ(a.find("secret-token"), std::string::npos) << a;
+  EXPECT_NE(slurp(p.log_path).find("fake daemon"), std::string::npos);
+}
+
+TEST_F(InstallExec, ListKillAndPrune) {
+  auto out = install();
+  ASSERT_TRUE(out) << out.error().message;
+  auto list = list_launches(manage_);
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].launch_id, out->plan.launch_id);
+  EXPECT_EQ(list[0].state, LaunchState::running);
+  EXPECT_EQ(list[0].record->pid, *out->pid);
+  EXPECT_EQ(launches_json(list)["launches"].as_array()[0].as_object().at("state").as_string(), "running");
+
+  auto refused = prune_launches(manage_);
+  EXPECT_TRUE(refused.removed.empty());
+  ASSERT_EQ(refused.kept.size(), 1u);
+  EXPECT_TRUE(fs::exists(out->plan.launch_dir));
+
+  auto killed = kill_launch(manage_, out->plan.worker_label, std::chrono::seconds(10));
+  ASSERT_TRUE(killed) << killed.error().message;
+  EXPECT_TRUE(killed->was_running);
+  EXPECT_TRUE(killed->stopped);
+  EXPECT_EQ(killed->exit_reason, "sigterm");
+  EXPECT_EQ(list_launches(manage_)[0].state, LaunchState::exited);
+
+  auto again = kill_launch(manage_, out->plan.launch_id, std::chrono::seconds(1));
+  ASSERT_TRUE(again);
+  EXPECT_FALSE(again->was_running);
+
+  auto pruned = prune_launches(manage_);
+  ASSERT_EQ(pruned.removed.size(), 1u);
+  EXPECT_EQ(pruned.removed[0], out->plan.launch_id);
+  EXPECT_FALSE(fs::exists(out->plan.launch_dir));
+  EXPECT_FALSE(fs::exists(out->plan.log_path));
+  EXPECT_TRUE(list_launches(manage_).empty());
+}
+
+TEST_F(InstallExec, KillNeverSignalsAPidRunningSomethingElse) {
+  auto out = install();
+  ASSERT_TRUE(out) << out.error().message;
+  // The recorded pid now "belongs" to another program: launch.json names a different command line.
+  auto record = read_launch_record(out->plan.launch_dir).value();
+  record.command.back() = "/elsewhere/config.toml";
+  ASSERT_TRUE(write_launch_record(out->plan.launch_dir, record));
+  auto killed = kill_launch(manage_, out->plan.launch_id, std::chrono::seconds(1));
+  ASSERT_TRUE(killed) << killed.error().message;
+  EXPECT_FALSE(killed->was_running);
+  EXPECT_TRUE(alive(*out->pid));
+  EXPECT_EQ(read_status(out->plan.launch_dir).value().state, "serving");
+}
+
+TEST_F(InstallExec, KillByUnknownTargetOrFromAnotherHostFails) {
+  auto out = install();
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_FALSE(kill_launch(manage_, "nope", std::chrono::seconds(1)));
+  auto other = manage_;
+  other.hostname = "otherhost";
+  auto r = kill_launch(other, out->plan.launch_id, std::chrono::seconds(1));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("testhost"), std::string::npos) << r.error().message;
+  EXPECT_EQ(list_launches(other)[0].state, LaunchState::unknown);
+  EXPECT_TRUE(alive(*out->pid));
+}
+
+TEST_F(InstallExec, TwoInstallsAreSeparate) {
+  auto a = install();
+  auto b = install();
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(a->plan.launch_id, b->plan.launch_id);
+  EXPECT_NE(a->plan.worker_label, b->plan.worker_label);
+  EXPECT_NE(a->plan.launch_dir / "token", b->plan.launch_dir / "token");
+  EXPECT_NE(a->plan.log_path, b->plan.log_path);
+  EXPECT_TRUE(alive(*a->pid) && alive(*b->pid));
+  auto list = list_launches(manage_);
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].state, LaunchState::running);
+  EXPECT_EQ(list[1].state, LaunchState::running);
+}
+
+TEST_F(InstallExec, DaemonThatExitsAtOnceFailsWithLogTail) {
+  ::setenv("NYMPH_FAKE_DAEMON", "exit", 1);
+  auto out = install();
+  ASSERT_FALSE(out);
+  const auto& m = out.error().message;
+  EXPECT_NE(m.find("exited with status 3"), std::string::npos) << m;
+  EXPECT_NE(m.find("refusing to start (bad token)"), std::string::npos) << m;
+  auto list = list_launches(manage_);
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].state, LaunchState::exited);
+  EXPECT_FALSE(list[0].record->start_error.empty());
+  EXPECT_FALSE(alive(*list[0].record->pid));
+}
+
+TEST_F(InstallExec, DaemonThatNeverReportsIsStopped) {
+  ::setenv("NYMPH_FAKE_DAEMON", "silent", 1);
+  ctx_.start_timeout = std::chrono::milliseconds(300);
+  auto out = install();
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.error().message.find("did not write"), std::string::npos) << out.error().message;
+  auto list = list_launches(manage_);
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_FALSE(alive(*list[0].record->pid)) << "the daemon was stopped and reaped";
+  EXPECT_EQ(list[0].state, LaunchState::exited);
+}
+
+TEST_F(InstallExec, BadOptionsOrTokenLeaveNothingBehind) {
+  auto bad = opts_;
+  bad.slurm = true;
+  bad.slurm_partition = "debug\n#SBATCH --uid=0";
+  EXPECT_FALSE(run_install(bad, ctx_, ids_));
+  bad = opts_;
+  bad.token_file = (root_ / "missing").native();
+  auto r = run_install(bad, ctx_, ids_);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("No such file"), std::string::npos) << r.error().message;
+  bad.token_file.clear();
+  EXPECT_NE(run_install(bad, ctx_, ids_).error().message.find("--token-file"), std::string::npos);
+  std::ofstream(root_ / "empty-tok") << "\n";
+  bad.token_file = (root_ / "empty-tok").native();
+  EXPECT_FALSE(run_install(bad, ctx_, ids_));
+  EXPECT_FALSE(fs::exists(root_ / "state"));
+  EXPECT_FALSE(fs::exists(root_ / "home" / ".local"));
+}
+
+TEST_F(InstallExec, DryRunTouchesNothing) {
+  opts_.dry_run = true;
+  auto out = install();
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_FALSE(out->pid);
+  EXPECT_FALSE(fs::exists(root_ / "state"));
+  EXPECT_FALSE(fs::exists(root_ / "home" / ".local"));
+  auto text = outcome_text(*out);
+  EXPECT_EQ(text.find("secret-token"), std::string::npos);
+  EXPECT_NE(text.find("[server]"), std::string::npos) << text;
+}
+
+TEST_F(InstallExec, TokenFromStandardInput) {
+  std::istringstream in("stdin-token-42\n");
+  ctx_.token_input = &in;
+  opts_.token_file.clear();
+  opts_.token_stdin = true;
+  auto out = install();
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_EQ(slurp(out->plan.launch_dir / "token"), "stdin-token-42");
+}
+
+TEST_F(InstallExec, SlurmSubmitListAndCancel) {
+  opts_.slurm = true;
+  opts_.slurm_partition = "debug";
+  auto out = install();
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_EQ(out->slurm_job_id, "4242");
+  EXPECT_EQ(slurp(root_ / "slurm" / "script"), out->plan.sbatch_script);
+  EXPECT_EQ(mode_of(out->plan.log_path), 0600u);
+  auto json = outcome_json(*out);
+  EXPECT_EQ(json.at("slurmJobId").as_string(), "4242");
+  EXPECT_EQ(json.at("squeue").as_string(),
+            "squeue --name=\"lakeshore-nymph-" + out->plan.launch_id + "\" -o '%.18i %.48j %.10T'");
+  EXPECT_NE(outcome_text(*out).find("nothing renews this allocation"), std::string::npos);
+
+  EXPECT_EQ(list_launches(manage_)[0].state, LaunchState::queued);
+  auto killed = kill_launch(manage_, out->plan.launch_id, std::chrono::seconds(5));
+  ASSERT_TRUE(killed) << killed.error().message;
+  EXPECT_TRUE(killed->was_running);
+  EXPECT_TRUE(killed->stopped);
+  EXPECT_EQ(list_launches(manage_)[0].state, LaunchState::exited);
+}
+
+TEST_F(InstallExec, FailedSbatchRemovesTheLaunch) {
+  ::setenv("NYMPH_FAKE_SBATCH", "fail", 1);
+  opts_.slurm = true;
+  auto out = install();
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.error().message.find("invalid partition specified"), std::string::npos) << out.error().message;
+  EXPECT_TRUE(fs::is_empty(root_ / "state" / "launches"));
+  EXPECT_TRUE(fs::is_empty(root_ / "home" / ".local" / "share"));
+}
