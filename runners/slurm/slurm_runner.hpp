@@ -1,0 +1,146 @@
+#pragma once
+// The Slurm runner: renders each attempt into a job directory, submits it with sbatch, tracks every job with
+// ONE squeue per poll cycle (+ at most one sacct), ships the job's output files as log chunks, cancels with
+// scancel, and journals submissions so a restarted manager can re-attach to jobs still in Slurm.
+//
+// Restart protocol for the agent (same launch_dir):
+//   1. construct the runner: it reads the journal (in_flight()) and compacts it;
+//   2. list in_flight() attempts to the control plane when re-registering;
+//   3. for each attempt the control plane still wants: co_spawn resume(entry, reporter) — it behaves like
+//      run() from the moment the job was submitted and returns its final update exactly once;
+//   4. for each one it no longer wants: co_await abandon(entry) (scancel, journal done, directory removed).
+// Manager shutdown: stop(job, StopReason::shutdown) detaches an attempt — the Slurm job keeps running,
+// run()/resume() return at once with a NON-final update (state running, the Slurm id, "left running")
+// which the agent must not report as the attempt's end; the journal keeps the entry for step 3.
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/logger.h>
+
+#include "runners/runner.hpp"
+#include "runners/slurm/command_runner.hpp"
+#include "runners/slurm/journal.hpp"
+#include "runners/slurm/options.hpp"
+#include "runners/slurm/tracker.hpp"
+
+namespace nymph::runners::slurm {
+
+// [runners.slurm], as a value. Durations can be milliseconds in tests.
+struct SlurmRunnerConfig {
+  std::string enabled = "auto";                      // auto | true | false: read by the agent, not the runner
+  std::chrono::milliseconds poll_interval{10'000};   // one squeue per interval, jittered by ±poll_jitter
+  double poll_jitter = 0.2;
+  std::string account, qos, partition;               // defaults for runConfig.slurm
+  std::filesystem::path launch_dir;                  // job directories + journal; must be visible to nodes
+  int max_jobs = 100;                                // attempts tracked at once; more fail at once
+  std::chrono::milliseconds max_poll_duration{24 * 3'600'000};
+  std::chrono::milliseconds command_timeout{30'000}; // per sbatch/squeue/sacct/scancel invocation
+  std::string sbatch = "sbatch", squeue = "squeue", sacct = "sacct", scancel = "scancel";
+  bool keep_job_dirs = false;                        // release() keeps the job directory
+  std::chrono::milliseconds output_interval{1'000};  // how often a running job's output files are read
+  std::size_t output_chunk = 64 * 1024;              // bytes per JobReporter::output call
+  int lost_after_cycles = 3;                         // see TrackerConfig
+  std::chrono::milliseconds cancel_grace{5 * 60'000};
+};
+
+// Where to resume shipping output after a restart (bytes the control plane already has).
+struct OutputOffsets {
+  std::uint64_t out = 0;
+  std::uint64_t err = 0;
+};
+
+class SlurmRunner final : public Runner {
+ public:
+  // Prepares launch_dir (created 0700 if missing), reads and compacts its journal, opens it for appending.
+  // Throws std::runtime_error for start-up errors: launch_dir not absolute or not usable in an sbatch script
+  // (spaces, quotes, '%'), cannot be created, or an unreadable journal. All coroutines run on `executor`;
+  // destroy the runner only when its io_context no longer runs (a stopped or finished context).
+  SlurmRunner(boost::asio::any_io_executor executor, SlurmRunnerConfig config, std::unique_ptr<CommandRunner> commands,
+              std::shared_ptr<spdlog::logger> logger);
+  ~SlurmRunner() override;
+
+  std::string_view name() const override { return "slurm"; }
+
+  // Validates and renders `spec` (bad runConfig.slurm, argv, env or job id → `failed` naming what, nothing
+  // submitted), submits it with `sbatch --parsable` under a Slurm-scrubbed environment (failure → `failed`
+  // with sbatch's stderr), journals it, reports `running` with the Slurm id, then tracks it: `pending` with
+  // Slurm's reason, `running`, output shipped through reporter.output, and returns the final update once
+  // the output is flushed. More than max_jobs attempts at once, or a second attempt of a job already
+  // running here, fail at once.
+  boost::asio::awaitable<JobUpdate> run(JobSpec spec, JobReporter& reporter) override;
+
+  // user_cancel, lease_lost, timeout: scancel at once (an immediate poll cycle); the attempt ends when
+  // Slurm confirms (`cancelled`). shutdown: detach (see the file comment). Unknown ids are ignored.
+  void stop(const std::string& job_id, StopReason why) override;
+
+  // After the final event was delivered: marks the attempt done in the journal and removes its job
+  // directory unless keep_job_dirs. Ignored for unknown, still-running or detached attempts.
+  void release(const std::string& job_id) override;
+
+  // Attempts of this launch_dir that were submitted and not released, as found in the journal when the
+  // runner was constructed.
+  const std::vector<JournalEntry>& in_flight() const { return in_flight_; }
+
+  // Re-attaches to a journaled attempt: tracks entry.slurm_job_id like run() does after submission, ships
+  // output from `from`, and returns the final update. Returns `failed` at once when the job id is already
+  // tracked here.
+  boost::asio::awaitable<JobUpdate> resume(JournalEntry entry, JobReporter& reporter, OutputOffsets from = {});
+
+  // Gives up a journaled attempt the control plane no longer wants: scancel (one try, bounded by
+  // command_timeout), journal done, job directory removed unless keep_job_dirs. Returns scancel's error.
+  boost::asio::awaitable<Result<void>> abandon(JournalEntry entry);
+
+  // Number of attempts being tracked (submitted, not ended).
+  std::size_t tracked() const { return tracker_.size(); }
+
+ private:
+  struct Attempt;
+  struct Finished {
+    std::filesystem::path dir;
+    int attempt = 1;
+    bool journaled = false;
+  };
+
+  Result<std::filesystem::path> prepare_dir(const JobSpec& spec, const std::vector<SbatchOption>& options);
+  boost::asio::awaitable<Result<std::string>> submit(const std::filesystem::path& dir);
+  boost::asio::awaitable<JobUpdate> follow(Attempt& a, OutputOffsets from);
+  boost::asio::awaitable<void> ship_output(Attempt& a, bool to_end);
+  JobUpdate end_without_tracking(const std::string& job_id, const std::filesystem::path& dir, JobUpdate u);
+  void start_tracking(Attempt& a);
+  void ensure_poll_loop();
+  boost::asio::awaitable<void> poll_loop();
+  boost::asio::awaitable<void> run_cycle();
+  boost::asio::awaitable<TrackerEvent> perform(const TrackerAction& action);
+  boost::asio::awaitable<Result<CommandResult>> command(std::vector<std::string> argv);
+  tracker_event::ExitFilesRead read_exit_files(const std::vector<std::string>& slurm_ids) const;
+  void deliver(std::vector<TrackerReport> reports);
+  std::chrono::milliseconds jittered_interval();
+  void request_cycle();
+
+  boost::asio::any_io_executor executor_;
+  SlurmRunnerConfig config_;
+  std::unique_ptr<CommandRunner> commands_;
+  std::shared_ptr<spdlog::logger> log_;
+  Tracker tracker_;
+  std::optional<Journal> journal_;
+  std::vector<JournalEntry> in_flight_;
+  std::map<std::string, std::unique_ptr<Attempt>> attempts_;  // by job id
+  std::map<std::string, std::string> job_of_slurm_id_;
+  std::map<std::string, Finished> finished_;                   // ended, awaiting release()
+  boost::asio::steady_timer poll_timer_;
+  bool poll_running_ = false;
+  bool cycle_requested_ = false;
+  std::minstd_rand random_;
+};
+
+}  // namespace nymph::runners::slurm
