@@ -2,6 +2,7 @@
 
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include <boost/url/parse.hpp>
 #include <toml++/toml.h>
@@ -121,20 +122,20 @@ Result<void> check_slurm(const InstallOptions& o) {
     if (any) return fail("--slurm-partition, --slurm-time, --slurm-account and --slurm-qos need --slurm");
     return {};
   }
-  if (!o.slurm_partition.empty())
-    if (auto r = check_slurm_partition("--slurm-partition", o.slurm_partition); !r) return r;
-  if (!o.slurm_account.empty())
-    if (auto r = check_slurm_name("--slurm-account", o.slurm_account); !r) return r;
-  if (!o.slurm_qos.empty())
-    if (auto r = check_slurm_name("--slurm-qos", o.slurm_qos); !r) return r;
+  for (auto [flag, key, value] : {std::tuple{"--slurm-partition", "partition", &o.slurm_partition},
+                                  std::tuple{"--slurm-account", "account", &o.slurm_account},
+                                  std::tuple{"--slurm-qos", "qos", &o.slurm_qos}}) {
+    if (!value->empty())
+      if (auto r = check_slurm_value(flag, key, *value); !r) return r;
+  }
   if (o.slurm_signal_lead < 1 || o.slurm_signal_lead > 65535)
     return fail("--slurm-signal-lead " + std::to_string(o.slurm_signal_lead) + ": expected 1 to 65535 seconds");
   if (o.slurm_time.empty()) return {};
   auto t = parse_slurm_time("--slurm-time", o.slurm_time);
   if (!t) return t.error();
-  if (*t && (*t)->count() <= o.slurm_signal_lead)
+  if (t->count() <= o.slurm_signal_lead)
     return fail("--slurm-signal-lead " + std::to_string(o.slurm_signal_lead) + "s must be shorter than --slurm-time " +
-                o.slurm_time + " (" + std::to_string((*t)->count()) + "s)");
+                o.slurm_time + " (" + std::to_string(t->count()) + "s)");
   return {};
 }
 

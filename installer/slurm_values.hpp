@@ -1,24 +1,19 @@
 #pragma once
-// Grammar of the Slurm values `nymph install --slurm` writes into an #SBATCH line.
-// TODO(slurm runner): switch these call sites to the Slurm runner's option grammar (runners/slurm/...) once it
-// is committed; this file is the installer's stand-in and is deliberately the strict subset both accept.
+// The Slurm values of `nymph install --slurm`, checked with the Slurm runner's option grammar
+// (runners/slurm/options.hpp) so the installer accepts exactly what the runner would write into an #SBATCH line.
 #include <chrono>
-#include <optional>
 #include <string_view>
 
 #include "common/error.hpp"
 
 namespace nymph::installer {
 
-// Checks a partition name list ("debug" or "debug,long"): names of letters, digits, '_', '.', '-', separated by
-// single commas, at most 128 characters. `flag` names the option in the message. Never throws.
-Result<void> check_slurm_partition(std::string_view flag, std::string_view value);
+// Checks `value` for the sbatch option `key` ("partition", "time", "account", "qos") with the Slurm runner's
+// grammar. The Error names the command-line `flag`, shows the value escaped and says what was expected.
+Result<void> check_slurm_value(std::string_view flag, std::string_view key, std::string_view value);
 
-// Checks an account or QOS name: letters, digits, '_', '.', '-', at most 64 characters. Never throws.
-Result<void> check_slurm_name(std::string_view flag, std::string_view value);
-
-// Parses a Slurm time limit: "M", "M:S", "H:M:S", "D-H", "D-H:M", "D-H:M:S", or "INFINITE" / "UNLIMITED".
-// Returns the limit in seconds, or nullopt for an unlimited one; an Error naming `flag` otherwise.
-Result<std::optional<std::chrono::seconds>> parse_slurm_time(std::string_view flag, std::string_view value);
+// The length of a Slurm time limit ("M", "M:S", "H:M:S", "D-H", "D-H:M", "D-H:M:S") in seconds. Returns an Error
+// naming `flag` unless the value passes check_slurm_value(flag, "time", value) as well. Never throws.
+Result<std::chrono::seconds> parse_slurm_time(std::string_view flag, std::string_view value);
 
 }  // namespace nymph::installer
