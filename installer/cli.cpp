@@ -85,7 +85,9 @@ class CommandsImpl final : public Commands {
     auto* in = s->add_flag("--token-stdin", opts_.token_stdin, "Read the worker token from standard input");
     file->excludes(in);
     s->add_option("--label", opts_.label, "Worker label prefix (default: short host name)");
-    s->add_option("--tag", opts_.tags, "Tag key=value (repeatable)")->take_all();
+    s->add_option("--tag", opts_.tags, "Tag key=value (repeatable)")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     auto* slurm = s->add_flag("--slurm", opts_.slurm, "Run the daemon inside a Slurm allocation (sbatch)");
     s->add_option("--slurm-partition", opts_.slurm_partition, "Slurm partition(s)")->needs(slurm);
     s->add_option("--slurm-time", opts_.slurm_time, "Slurm time limit (e.g. 1-00:00:00)")->needs(slurm);
