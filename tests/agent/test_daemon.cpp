@@ -140,7 +140,10 @@ class FakeRunner final : public runners::Runner {
     stops[job_id] = why;
     changed.notify();
   }
-  void release(const std::string& job_id) override { released.insert(job_id); }
+  void release(const std::string& job_id) override {
+    released.insert(job_id);
+    changed.notify();
+  }
 
  private:
   std::string name_;
