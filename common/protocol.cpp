@@ -432,7 +432,11 @@ json::value to_value(bool b) { return json::value(b); }
 json::value to_value(int i) { return json::value(i); }
 json::value to_value(std::int64_t i) { return json::value(i); }
 json::value to_value(std::uint64_t i) { return json::value(i); }
-json::value to_value(double x) { return json::value(x); }
+json::value to_value(double x) {
+  // Whole numbers are written as integers ("30", not "3E1"); readers accept either.
+  if (std::trunc(x) == x && std::fabs(x) < 9e15) return json::value(static_cast<std::int64_t>(x));
+  return json::value(x);
+}
 json::value to_value(const json::object& o) { return json::value(o); }
 json::value to_value(const json::value& v) { return v; }
 template <class E>

@@ -3,25 +3,146 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/duration.hpp"
+#include "common/logging.hpp"
+#include "control/admin.hpp"
+#include "control/server.hpp"
 #include "nymph/version.hpp"
 
+namespace {
+
+// CLI11 validator for durations ("500ms", "30s").
+struct DurationValidator : CLI::Validator {
+  DurationValidator() {
+    name_ = "DURATION";
+    func_ = [](const std::string& s) {
+      auto d = nymph::parse_duration(s);
+      return d ? std::string() : d.error().message;
+    };
+  }
+};
+
+std::chrono::milliseconds duration_or_throw(const std::string& s) { return nymph::parse_duration(s).value(); }
+
+void add_admin_options(CLI::App* cmd, nymph::control::AdminOptions& o) {
+  cmd->add_option("--server", o.server, "Control plane URL (env NYMPH_CONTROL_URL; default http://127.0.0.1:8470)");
+  cmd->add_option("--token-file", o.token_file, "File holding an admin token (env NYMPH_CONTROL_TOKEN_FILE)");
+  cmd->add_option("--ca-file", o.ca_file, "Extra CA bundle for https (env NYMPH_CONTROL_CA_FILE)");
+  cmd->add_option("--config", o.config, "TOML config with url, token_file, ca_file (default ~/.config/nymph/control.toml)");
+  cmd->add_flag("--json", o.json, "Print JSON instead of a table");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  using namespace nymph::control;
   CLI::App app{"nymph-control - reference control plane for nymph agents", "nymph-control"};
   app.set_version_flag("--version", std::string("nymph-control ") + nymph::kVersion);
   app.require_subcommand(1);
-  for (auto [name, help] : {std::pair{"serve", "Serve the /v1 protocol over HTTP(S) with a SQLite database"},
-                            {"token", "Create API tokens (token create --role agent|admin)"},
-                            {"submit", "Submit a job"},
-                            {"jobs", "List jobs"},
-                            {"job", "Show one job with its attempts and events"},
-                            {"logs", "Print (or follow) a job's logs"},
-                            {"cancel", "Cancel a job"},
-                            {"workers", "List workers"},
-                            {"kill", "Tell a worker to stop"}}) {
-    app.add_subcommand(name, help)->allow_extras();
-  }
+  DurationValidator duration;
+
+  // serve
+  ServerConfig server;
+  std::string poll_timeout = "30s", lease_ttl = "90s", stale_after = "60s", log_level = "info";
+  auto* serve = app.add_subcommand("serve", "Serve the /v1 protocol over HTTP(S) with a SQLite database");
+  serve->add_option("--listen", server.listen, "HOST:PORT to listen on (port 0: any)")->default_val("127.0.0.1:8470");
+  serve->add_option("--db", server.db_path, "SQLite database file (created if missing)")->required();
+  serve->add_option("--tls-cert", server.tls_cert, "PEM certificate chain (enables HTTPS)");
+  serve->add_option("--tls-key", server.tls_key, "PEM private key");
+  serve->add_flag("--allow-insecure-remote", server.allow_insecure_remote, "Allow plain HTTP on a non-loopback address");
+  serve->add_option("--poll-timeout", poll_timeout, "How long a poll is held")->check(duration)->default_val("30s");
+  serve->add_option("--lease-ttl", lease_ttl, "Lease lifetime without renewal")->check(duration)->default_val("90s");
+  serve->add_option("--stale-after", stale_after, "No contact for this long: worker stale")->check(duration)->default_val("60s");
+  serve->add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->default_val("info");
+
+  // token create
+  std::string token_db, token_role, token_name;
+  auto* token = app.add_subcommand("token", "Create API tokens (token create --role agent|admin)");
+  token->require_subcommand(1);
+  auto* token_create = token->add_subcommand("create", "Create a token in the database; prints it once");
+  token_create->add_option("--db", token_db, "SQLite database file")->required();
+  token_create->add_option("--role", token_role, "agent or admin")->required()->check(CLI::IsMember({"agent", "admin"}));
+  token_create->add_option("--name", token_name, "A name to remember it by");
+
+  AdminOptions admin;
+  // submit
+  SubmitOptions sub;
+  auto* submit = app.add_subcommand("submit", "Submit a job (argv after --, or --command)");
+  add_admin_options(submit, admin);
+  submit->add_option("--runner", sub.runner, "Runner: process or slurm")->default_val("process");
+  submit->add_option("--kind", sub.kind, "command or training")->default_val("command")->check(CLI::IsMember({"command", "training"}));
+  submit->add_option("--command", sub.command, "Shell command (instead of argv)");
+  submit->add_option("--env", sub.env, "Environment variable K=V (repeatable)");
+  submit->add_option("--timeout", sub.timeout, "Job time limit (e.g. 10m)")->check(duration);
+  submit->add_option("--require-tag", sub.require_tags, "Only workers with tag k=v (repeatable)");
+  submit->add_option("--max-attempts", sub.max_attempts, "Attempts before the job is lost (1-10)")->default_val(2);
+  submit->add_option("--slurm-option", sub.slurm_options, "runConfig.slurm k=v (repeatable)");
+  submit->add_option("--payload", sub.payload, "Training payload JSON: {\"profile\":...,\"parameters\":{...}}");
+  submit->add_flag("--wait", sub.wait, "Wait for the job and exit with its exit status");
+  submit->add_flag("--follow", sub.follow, "Stream the job's stdout/stderr while it runs (implies --wait)");
+  submit->add_option("argv", sub.argv, "Program and arguments (after --)");
+
+  // jobs, job, logs, cancel, workers, kill, drain
+  std::optional<std::string> jobs_state;
+  int jobs_limit = 100;
+  auto* jobs = app.add_subcommand("jobs", "List jobs");
+  add_admin_options(jobs, admin);
+  jobs->add_option("--state", jobs_state, "Only jobs in this state");
+  jobs->add_option("--limit", jobs_limit, "At most this many (newest first)")->default_val(100);
+
+  std::string id;
+  auto* job = app.add_subcommand("job", "Show one job with its attempts and events");
+  add_admin_options(job, admin);
+  job->add_option("ID", id, "Job id")->required();
+
+  std::string stream = "stdout";
+  bool follow = false;
+  std::optional<int> attempt;
+  auto* logs = app.add_subcommand("logs", "Print (or follow) a job's logs as raw bytes");
+  add_admin_options(logs, admin);
+  logs->add_option("ID", id, "Job id")->required();
+  logs->add_option("--stream", stream, "stdout or stderr")->default_val("stdout")->check(CLI::IsMember({"stdout", "stderr"}));
+  logs->add_option("--attempt", attempt, "Attempt number (default: the current one)");
+  logs->add_flag("--follow,-f", follow, "Keep printing until the job is final");
+
+  auto* cancel = app.add_subcommand("cancel", "Cancel a job");
+  add_admin_options(cancel, admin);
+  cancel->add_option("ID", id, "Job id")->required();
+
+  auto* workers = app.add_subcommand("workers", "List workers");
+  add_admin_options(workers, admin);
+
+  auto* kill = app.add_subcommand("kill", "Tell a worker to stop (kill directive)");
+  add_admin_options(kill, admin);
+  kill->add_option("WORKER_ID", id, "Worker id")->required();
+
+  auto* drain = app.add_subcommand("drain", "Tell a worker to take no new jobs and exit when idle");
+  add_admin_options(drain, admin);
+  drain->add_option("WORKER_ID", id, "Worker id")->required();
+
   CLI11_PARSE(app, argc, argv);
-  std::cerr << "nymph-control " << app.get_subcommands().front()->get_name()
-            << ": not implemented yet in this version (" << nymph::kVersion << ")\n";
+
+  try {
+    if (*serve) {
+      server.service.poll_timeout = duration_or_throw(poll_timeout);
+      server.service.lease_ttl = duration_or_throw(lease_ttl);
+      server.service.stale_after = duration_or_throw(stale_after);
+      auto log = nymph::make_logger("control", log_level);
+      run_server(server, log, [](const std::string& url) { std::cout << "listening on " << url << std::endl; });
+      return 0;
+    }
+    if (*token_create) return cmd_token_create(token_db, token_role, token_name);
+    if (*submit) return cmd_submit(admin, sub);
+    if (*jobs) return cmd_jobs(admin, jobs_state, jobs_limit);
+    if (*job) return cmd_job(admin, id);
+    if (*logs) return cmd_logs(admin, id, stream, follow, attempt);
+    if (*cancel) return cmd_cancel(admin, id);
+    if (*workers) return cmd_workers(admin);
+    if (*kill) return cmd_directive(admin, id, "kill");
+    if (*drain) return cmd_directive(admin, id, "drain");
+  } catch (const std::exception& e) {
+    std::cerr << "nymph-control: error: " << e.what() << "\n";
+    return 1;
+  }
   return 2;
 }

@@ -1,0 +1,441 @@
+#include "control/admin.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value_from.hpp>
+#include <toml++/toml.h>
+
+#include "common/duration.hpp"
+#include "common/http_client.hpp"
+#include "common/protocol.hpp"
+#include "control/store.hpp"
+
+namespace nymph::control {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto kFollowInterval = 200ms;
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  return std::string(v);
+}
+
+std::string default_config_path() {
+  if (auto x = env("XDG_CONFIG_HOME")) return *x + "/nymph/control.toml";
+  if (auto h = env("HOME")) return *h + "/.config/nymph/control.toml";
+  return {};
+}
+
+std::string trim(std::string s) {
+  auto not_space = [](unsigned char c) { return !std::isspace(c); };
+  s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
+  s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
+  return s;
+}
+
+int report(const std::string& message) {
+  std::cerr << "nymph-control: error: " << message << "\n";
+  return 1;
+}
+
+// Runs one coroutine to completion on a private io_context.
+template <class T>
+T run_sync(asio::awaitable<T> aw) {
+  asio::io_context ioc(1);
+  auto fut = asio::co_spawn(ioc, std::move(aw), asio::use_future);
+  ioc.run();
+  return fut.get();
+}
+
+// Splits "k=v"; an Error names the option when there is no '='.
+Result<std::pair<std::string, std::string>> key_value(const std::string& text, const char* option) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return fail(std::string(option) + " expects KEY=VALUE, got '" + text + "'");
+  return std::pair{text.substr(0, eq), text.substr(eq + 1)};
+}
+
+// An authenticated connection to the control plane.
+class Api {
+ public:
+  static Result<Api> connect(asio::any_io_executor ex, const AdminOptions& o) {
+    auto t = resolve_target(o);
+    if (!t) return t.error();
+    http::ClientConfig cfg;
+    cfg.ca_file = t->ca_file;
+    cfg.user_agent = "nymph-control";
+    auto c = http::Client::create(ex, t->url, cfg);
+    if (!c) return c.error();
+    return Api(std::move(*c), std::move(t->token));
+  }
+
+  // Sends a request; a non-2xx status becomes an Error with the server's message.
+  asio::awaitable<Result<http::Response>> call(http::Method m, std::string target, std::string body = {}) {
+    http::Request req{m, std::move(target), std::move(body), "application/json", token_, 60s};
+    auto r = co_await client_.request(std::move(req));
+    if (!r) co_return r.error();
+    if (!r->ok()) {
+      auto e = protocol::parse_error_document(r->body);
+      co_return fail("HTTP " + std::to_string(r->status) + (e ? " " + e->code + ": " + e->message : ""));
+    }
+    co_return std::move(*r);
+  }
+
+  template <class T>
+  asio::awaitable<Result<T>> get(http::Method m, std::string target, std::string body = {}) {
+    auto r = co_await call(m, std::move(target), std::move(body));
+    if (!r) co_return r.error();
+    co_return protocol::parse_as<T>(r->body);
+  }
+
+ private:
+  Api(http::Client c, std::string token) : client_(std::move(c)), token_(std::move(token)) {}
+  http::Client client_;
+  std::string token_;
+};
+
+std::string opt_int(std::optional<int> x) { return x ? std::to_string(*x) : "-"; }
+
+// Prints rows as left-aligned columns.
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width;
+  for (const auto& r : rows)
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], r[i].size());
+    }
+  for (const auto& r : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    std::cout << line << "\n";
+  }
+}
+
+void print_json(const json::value& v) { std::cout << json::serialize(v) << "\n"; }
+
+bool write_all(std::FILE* f, const std::string& bytes) {
+  if (bytes.empty()) return true;
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  std::fflush(f);
+  return ok;
+}
+
+// Follows one or both streams of a job until it is final and everything was printed.
+struct LogCursor {
+  std::string stream;
+  std::FILE* out;
+  std::uint64_t offset = 0;
+  int attempt = 0;
+  bool complete = false;
+};
+
+// Fetches what is new on `c`; returns true when something was printed.
+asio::awaitable<Result<bool>> pull(Api& api, const std::string& id, LogCursor& c, std::optional<int> attempt) {
+  auto r = co_await api.call(http::Method::get, protocol::log_get_target(id, c.stream, c.offset, attempt));
+  if (!r) co_return r.error();
+  int got_attempt = std::atoi(r->header(protocol::kLogAttemptHeader).value_or("0").c_str());
+  if (got_attempt != c.attempt && c.attempt != 0 && !attempt) {
+    // The job was re-queued: a new attempt starts its streams at 0.
+    c.offset = 0;
+    c.attempt = got_attempt;
+    co_return true;
+  }
+  c.attempt = got_attempt;
+  if (!write_all(c.out, r->body)) co_return fail("cannot write output");
+  c.offset += r->body.size();
+  std::uint64_t size = std::strtoull(r->header(protocol::kLogSizeHeader).value_or("0").c_str(), nullptr, 10);
+  c.complete = r->header(protocol::kLogCompleteHeader).value_or("false") == "true" && c.offset >= size;
+  co_return !r->body.empty();
+}
+
+asio::awaitable<Result<void>> follow(Api& api, const std::string& id, std::vector<LogCursor>& cursors,
+                                     std::optional<int> attempt, bool follow_on) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    bool progress = false, all_complete = true;
+    for (auto& c : cursors) {
+      auto r = co_await pull(api, id, c, attempt);
+      if (!r) co_return r.error();
+      progress = progress || *r;
+      all_complete = all_complete && c.complete;
+    }
+    if (!follow_on || all_complete) co_return Result<void>{};
+    if (!progress) {
+      timer.expires_after(kFollowInterval);
+      co_await timer.async_wait(asio::use_awaitable);
+    }
+  }
+}
+
+asio::awaitable<Result<protocol::JobInfo>> wait_final(Api& api, const std::string& id) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    auto j = co_await api.get<protocol::JobInfo>(http::Method::get, protocol::job_path(id));
+    if (!j || protocol::is_final(j->state)) co_return j;
+    timer.expires_after(kFollowInterval);
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+}
+
+Result<protocol::JobSubmission> build_submission(const SubmitOptions& s) {
+  protocol::JobSubmission sub;
+  sub.runner = s.runner;
+  sub.kind = s.kind;
+  sub.max_attempts = s.max_attempts;
+  if (!s.argv.empty()) sub.spec.argv = s.argv;
+  sub.spec.command = s.command;
+  for (const auto& e : s.env) {
+    auto kv = key_value(e, "--env");
+    if (!kv) return kv.error();
+    sub.spec.env[kv->first] = kv->second;
+  }
+  for (const auto& t : s.require_tags) {
+    auto kv = key_value(t, "--require-tag");
+    if (!kv) return kv.error();
+    sub.required_tags[kv->first] = kv->second;
+  }
+  if (s.timeout) {
+    auto d = parse_duration(*s.timeout);
+    if (!d) return fail("--timeout: " + d.error().message);
+    sub.spec.timeout_s = std::chrono::duration<double>(*d).count();
+  }
+  if (!s.slurm_options.empty()) {
+    json::object slurm;
+    for (const auto& o : s.slurm_options) {
+      auto kv = key_value(o, "--slurm-option");
+      if (!kv) return kv.error();
+      slurm[kv->first] = kv->second;
+    }
+    sub.spec.run_config["slurm"] = std::move(slurm);
+  }
+  if (s.payload) {
+    auto p = protocol::parse_as<protocol::Payload>(*s.payload);
+    if (!p) return fail("--payload: " + p.error().message);
+    sub.spec.payload = std::move(*p);
+  }
+  return sub;
+}
+
+asio::awaitable<int> submit(AdminOptions o, SubmitOptions s) {
+  auto sub = build_submission(s);
+  if (!sub) co_return report(sub.error().message);
+  auto api = Api::connect(co_await asio::this_coro::executor, o);
+  if (!api) co_return report(api.error().message);
+  auto job = co_await api->get<protocol::JobInfo>(http::Method::post, protocol::jobs_path(), protocol::to_json_text(*sub));
+  if (!job) co_return report(job.error().message);
+  if (o.json) print_json(json::value_from(*job));
+  else if (s.follow) std::cerr << job->id << "\n";
+  else std::cout << job->id << "\n";
+  std::cout.flush();
+  if (!s.wait && !s.follow) co_return 0;
+  if (s.follow) {
+    std::vector<LogCursor> cursors{{"stdout", stdout}, {"stderr", stderr}};
+    auto f = co_await follow(*api, job->id, cursors, std::nullopt, true);
+    if (!f) co_return report(f.error().message);
+  }
+  auto done = co_await wait_final(*api, job->id);
+  if (!done) co_return report(done.error().message);
+  if (!o.json && !s.follow)
+    std::cerr << "job " << done->id << " " << protocol::to_string(done->state)
+              << (done->message.empty() ? "" : ": " + done->message) << "\n";
+  co_return exit_status_of_job(std::string(protocol::to_string(done->state)), done->exit_code, done->signal);
+}
+
+asio::awaitable<int> jobs(AdminOptions o, std::optional<std::string> state, int limit) {
+  auto api = Api::connect(co_await asio::this_coro::executor, o);
+  if (!api) co_return report(api.error().message);
+  std::string target = protocol::jobs_path() + "?limit=" + std::to_string(limit);
+  if (state) target += "&state=" + *state;
+  auto list = co_await api->get<protocol::JobList>(http::Method::get, target);
+  if (!list) co_return report(list.error().message);
+  if (o.json) {
+    print_json(json::value_from(*list));
+    co_return 0;
+  }
+  std::vector<std::vector<std::string>> rows{{"ID", "STATE", "RUNNER", "KIND", "ATTEMPT", "EXIT", "WORKER", "CREATED"}};
+  for (const auto& j : list->jobs)
+    rows.push_back({j.id, std::string(protocol::to_string(j.state)), j.runner, j.kind, std::to_string(j.attempt),
+                    opt_int(j.exit_code), j.worker_id.value_or("-"), j.created_at});
+  print_table(rows);
+  co_return 0;
+}
+
+asio::awaitable<int> job(AdminOptions o, std::string id) {
+  auto api = Api::connect(co_await asio::this_coro::executor, o);
+  if (!api) co_return report(api.error().message);
+  auto j = co_await api->get<protocol::JobInfo>(http::Method::get, protocol::job_path(id));
+  if (!j) co_return report(j.error().message);
+  if (o.json) {
+    print_json(json::value_from(*j));
+    co_return 0;
+  }
+  std::cout << "id:        " << j->id << "\nstate:     " << protocol::to_string(j->state) << "\nrunner:    " << j->runner
+            << "\nkind:      " << j->kind << "\nspec:      " << json::serialize(json::value_from(j->spec))
+            << "\nattempts:  " << j->attempt << " of " << j->max_attempts << "\nexit code: " << opt_int(j->exit_code)
+            << "\nsignal:    " << opt_int(j->signal) << "\nmessage:   " << j->message
+            << "\ncreated:   " << j->created_at << "\nfinished:  " << j->finished_at.value_or("-") << "\n";
+  if (j->result) std::cout << "result:    " << json::serialize(*j->result) << "\n";
+  if (!j->attempts.empty()) {
+    std::cout << "\n";
+    std::vector<std::vector<std::string>> rows{{"ATTEMPT", "LEASE", "WORKER", "STATE", "EXIT", "SIGNAL", "MESSAGE"}};
+    for (const auto& a : j->attempts)
+      rows.push_back({std::to_string(a.attempt), a.lease_id, a.worker_id, std::string(protocol::to_string(a.state)),
+                      opt_int(a.exit_code), opt_int(a.signal), a.message});
+    print_table(rows);
+  }
+  if (!j->events.empty()) {
+    std::cout << "\n";
+    std::vector<std::vector<std::string>> rows{{"ATTEMPT", "SEQ", "STATE", "AT", "RECEIVED", "MESSAGE"}};
+    for (const auto& e : j->events)
+      rows.push_back({std::to_string(e.attempt), std::to_string(e.seq), std::string(protocol::to_string(e.state)),
+                      e.at.value_or("-"), e.received_at, e.message});
+    print_table(rows);
+  }
+  co_return 0;
+}
+
+asio::awaitable<int> logs(AdminOptions o, std::string id, std::string stream, bool follow_on, std::optional<int> attempt) {
+  auto api = Api::connect(co_await asio::this_coro::executor, o);
+  if (!api) co_return report(api.error().message);
+  std::vector<LogCursor> cursors{{stream, stdout}};
+  auto f = co_await follow(*api, id, cursors, attempt, follow_on);
+  if (!f) co_return report(f.error().message);
+  co_return 0;
+}
+
+asio::awaitable<int> cancel(AdminOptions o, std::string id) {
+  auto api = Api::connect(co_await asio::this_coro::executor, o);
+  if (!api) co_return report(api.error().message);
+  auto j = co_await api->get<protocol::JobInfo>(http::Method::post, protocol::cancel_path(id), "{}");
+  if (!j) co_return report(j.error().message);
+  if (o.json) print_json(json::value_from(*j));
+  else std::cout << "job " << j->id << " " << protocol::to_string(j->state) << "\n";
+  co_return 0;
+}
+
+asio::awaitable<int> workers(AdminOptions o) {
+  auto api = Api::connect(co_await asio::this_coro::executor, o);
+  if (!api) co_return report(api.error().message);
+  auto list = co_await api->get<protocol::WorkerList>(http::Method::get, protocol::workers_path());
+  if (!list) co_return report(list.error().message);
+  if (o.json) {
+    print_json(json::value_from(*list));
+    co_return 0;
+  }
+  std::vector<std::vector<std::string>> rows{
+      {"ID", "LABEL", "HOST", "BACKEND", "RUNNERS", "STATUS", "EXIT", "LAST SEEN", "RUNNING"}};
+  for (const auto& w : list->workers) {
+    std::string runners;
+    for (const auto& r : w.runners) runners += (runners.empty() ? "" : ",") + r;
+    rows.push_back({w.id, w.label.empty() ? "-" : w.label, w.hostname, w.backend, runners,
+                    std::string(protocol::to_string(w.status)),
+                    w.exit_reason ? std::string(protocol::to_string(*w.exit_reason)) : "-", w.last_seen,
+                    std::to_string(w.running_jobs.size())});
+  }
+  print_table(rows);
+  co_return 0;
+}
+
+asio::awaitable<int> directive(AdminOptions o, std::string worker_id, std::string which) {
+  auto api = Api::connect(co_await asio::this_coro::executor, o);
+  if (!api) co_return report(api.error().message);
+  std::string path = which == "kill" ? protocol::kill_path(worker_id) : protocol::drain_path(worker_id);
+  auto w = co_await api->get<protocol::WorkerInfo>(http::Method::post, path, "{}");
+  if (!w) co_return report(w.error().message);
+  if (o.json) print_json(json::value_from(*w));
+  else std::cout << "worker " << w->id << ": " << which << " requested\n";
+  co_return 0;
+}
+
+}  // namespace
+
+Result<AdminTarget> resolve_target(const AdminOptions& o) {
+  std::optional<std::string> url = o.server, token_file = o.token_file, ca_file = o.ca_file;
+  if (!url) url = env("NYMPH_CONTROL_URL");
+  if (!token_file) token_file = env("NYMPH_CONTROL_TOKEN_FILE");
+  if (!ca_file) ca_file = env("NYMPH_CONTROL_CA_FILE");
+  std::string config = o.config.value_or(default_config_path());
+  bool explicit_config = o.config.has_value();
+  if ((!url || !token_file || !ca_file) && !config.empty() && (explicit_config || std::ifstream(config).good())) {
+    try {
+      auto t = toml::parse_file(config);
+      if (!url) url = t["url"].value<std::string>();
+      if (!token_file) token_file = t["token_file"].value<std::string>();
+      if (!ca_file) ca_file = t["ca_file"].value<std::string>();
+    } catch (const toml::parse_error& e) {
+      std::ostringstream msg;
+      msg << "config file " << config << ": " << e.description() << " (line " << e.source().begin.line << ")";
+      return fail(msg.str());
+    }
+  }
+  if (!token_file)
+    return fail("no admin token: pass --token-file FILE, set NYMPH_CONTROL_TOKEN_FILE, or set token_file in " +
+                (config.empty() ? std::string("~/.config/nymph/control.toml") : config));
+  std::ifstream in(*token_file);
+  if (!in) return fail("cannot read token file '" + *token_file + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token = trim(ss.str());
+  if (token.empty()) return fail("token file '" + *token_file + "' is empty");
+  return AdminTarget{url.value_or("http://127.0.0.1:8470"), std::move(token), ca_file};
+}
+
+int exit_status_of_job(const std::string& state, std::optional<int> exit_code, std::optional<int> signal) {
+  if (state == "succeeded") return 0;
+  if (state == "cancelled") return 130;
+  if (state == "failed") {
+    if (exit_code && *exit_code > 0 && *exit_code < 256) return *exit_code;
+    if (signal && *signal > 0 && *signal < 128) return 128 + *signal;
+  }
+  return 1;
+}
+
+int cmd_submit(const AdminOptions& o, const SubmitOptions& s) { return run_sync(submit(o, s)); }
+int cmd_jobs(const AdminOptions& o, const std::optional<std::string>& state, int limit) {
+  return run_sync(jobs(o, state, limit));
+}
+int cmd_job(const AdminOptions& o, const std::string& id) { return run_sync(job(o, id)); }
+int cmd_logs(const AdminOptions& o, const std::string& id, const std::string& stream, bool follow_on,
+             std::optional<int> attempt) {
+  return run_sync(logs(o, id, stream, follow_on, attempt));
+}
+int cmd_cancel(const AdminOptions& o, const std::string& id) { return run_sync(cancel(o, id)); }
+int cmd_workers(const AdminOptions& o) { return run_sync(workers(o)); }
+int cmd_directive(const AdminOptions& o, const std::string& worker_id, const std::string& which) {
+  return run_sync(directive(o, worker_id, which));
+}
+
+int cmd_token_create(const std::string& db_path, const std::string& role, const std::string& name) {
+  auto r = parse_role(role);
+  if (!r) return report("--role must be agent or admin, not '" + role + "'");
+  try {
+    auto store = Store::open(db_path);
+    store->exec("BEGIN IMMEDIATE");
+    std::string token = store->create_token(*r, name, std::chrono::system_clock::now());
+    store->exec("COMMIT");
+    std::cout << token << std::endl;
+    return 0;
+  } catch (const std::exception& e) {
+    return report(e.what());
+  }
+}
+
+}  // namespace nymph::control

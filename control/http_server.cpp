@@ -1,0 +1,278 @@
+// The only translation unit with server-side Beast/SSL code (expensive to compile).
+#include "control/http_server.hpp"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <charconv>
+#include <unordered_set>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include "control/service.hpp"
+
+namespace nymph::control {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace ssl = boost::asio::ssl;
+using tcp = asio::ip::tcp;
+using namespace std::chrono_literals;
+using namespace boost::asio::experimental::awaitable_operators;
+
+Result<ListenConfig> parse_listen(std::string_view text) {
+  auto bad = [&] { return fail("invalid listen address '" + std::string(text) + "' (expected HOST:PORT or [V6]:PORT)"); };
+  auto colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return bad();
+  std::string_view host = text.substr(0, colon), port = text.substr(colon + 1);
+  if (host.front() == '[') {
+    if (host.back() != ']') return bad();
+    host = host.substr(1, host.size() - 2);
+  }
+  unsigned p = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || p > 65535) return bad();
+  boost::system::error_code aec;
+  asio::ip::make_address(std::string(host), aec);
+  if (aec) return fail("invalid listen address '" + std::string(text) + "': the host must be an IP address");
+  ListenConfig c;
+  c.host = std::string(host);
+  c.port = static_cast<std::uint16_t>(p);
+  return c;
+}
+
+namespace {
+
+constexpr auto kIdleTimeout = 120s;     // keep-alive connection without a request
+constexpr auto kReadTimeout = 60s;      // reading one request once it started
+constexpr auto kWriteTimeout = 60s;
+constexpr auto kHandshakeTimeout = 15s;
+
+// Completes when the peer closes the connection (EOF or error), while a held request is parked. When data
+// arrives instead (a pipelined request or a TLS record) it stops watching and waits to be cancelled.
+asio::awaitable<void> watch_peer_close(tcp::socket& sock) {
+  auto [ec] = co_await sock.async_wait(tcp::socket::wait_read, asio::as_tuple(asio::use_awaitable));
+  if (ec) co_return;
+  char c;
+  ssize_t n = ::recv(sock.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) co_return;
+  asio::steady_timer forever(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+  co_await forever.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+bhttp::response<bhttp::string_body> to_beast(HttpReply r, bool keep_alive) {
+  bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(r.status), 11};
+  res.set(bhttp::field::server, "nymph-control");
+  res.set(bhttp::field::content_type, r.content_type);
+  res.set(bhttp::field::cache_control, "no-store");
+  for (auto& [k, v] : r.headers) res.set(k, v);
+  res.body() = std::move(r.body);
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  return res;
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  asio::io_context& ioc;
+  Service& service;
+  ListenConfig config;
+  std::shared_ptr<spdlog::logger> log;
+  tcp::acceptor acceptor;
+  std::unique_ptr<ssl::context> tls;
+  std::unordered_set<tcp::socket*> sockets;  // open connections, closed by stop()
+  bool stopped = false;
+
+  Impl(asio::io_context& io, Service& svc, ListenConfig cfg, std::shared_ptr<spdlog::logger> lg)
+      : ioc(io), service(svc), config(std::move(cfg)), log(std::move(lg)), acceptor(io) {}
+
+  // Keeps the socket registered for stop() while a connection coroutine runs.
+  struct Registration {
+    Impl& impl;
+    tcp::socket* sock;
+    Registration(Impl& i, tcp::socket& s) : impl(i), sock(&s) { impl.sockets.insert(sock); }
+    ~Registration() { impl.sockets.erase(sock); }
+  };
+
+  asio::awaitable<void> connection(tcp::socket sock) {
+    boost::system::error_code ec;
+    sock.set_option(tcp::no_delay(true), ec);
+    if (!tls) {
+      beast::tcp_stream stream(std::move(sock));
+      Registration reg(*this, stream.socket());
+      co_await session(stream, stream.socket());
+      stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+      co_return;
+    }
+    beast::ssl_stream<beast::tcp_stream> stream(std::move(sock), *tls);
+    auto& raw = beast::get_lowest_layer(stream).socket();
+    Registration reg(*this, raw);
+    beast::get_lowest_layer(stream).expires_after(kHandshakeTimeout);
+    auto [hec] = co_await stream.async_handshake(ssl::stream_base::server, asio::as_tuple(asio::use_awaitable));
+    if (hec) {
+      log->debug("TLS handshake failed: {}", hec.message());
+      co_return;
+    }
+    co_await session(stream, raw);
+    beast::get_lowest_layer(stream).expires_after(5s);
+    co_await stream.async_shutdown(asio::as_tuple(asio::use_awaitable));
+  }
+
+  template <class Stream>
+  asio::awaitable<bool> send(Stream& stream, HttpReply r, bool keep_alive) {
+    auto res = to_beast(std::move(r), keep_alive);
+    beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
+    auto [ec, n] = co_await bhttp::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+    co_return !ec;
+  }
+
+  // Serves requests on one connection until it closes, errs, or asks not to be kept alive.
+  template <class Stream>
+  asio::awaitable<void> session(Stream& stream, tcp::socket& sock) {
+    const auto& limits = service.config().limits;
+    beast::flat_buffer buffer;
+    while (!stopped) {
+      bhttp::request_parser<bhttp::string_body> parser;
+      parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
+      beast::get_lowest_layer(stream).expires_after(kIdleTimeout);
+      auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+      if (hec == bhttp::error::header_limit) {
+        co_await send(stream, error_reply(431, "headersTooLarge", "request line and headers exceed " +
+                                                                   std::to_string(limits.max_header_bytes) + " bytes"),
+                      false);
+        co_return;
+      }
+      if (hec == bhttp::error::end_of_stream || hec == asio::error::eof || hec == beast::error::timeout ||
+          hec == asio::error::operation_aborted || hec == asio::error::connection_reset)
+        co_return;
+      if (hec) {
+        co_await send(stream, error_reply(400, "badRequest", "malformed HTTP request: " + hec.message()), false);
+        co_return;
+      }
+      auto& head = parser.get();
+      std::string method(head.method_string()), target(head.target());
+      std::size_t limit = service.body_limit(method, target);
+      if (parser.content_length() && *parser.content_length() > limit) {
+        co_await send(stream, error_reply(413, "bodyTooLarge", "request body exceeds " + std::to_string(limit) + " bytes"),
+                      false);
+        co_return;
+      }
+      parser.body_limit(limit);
+      if (beast::iequals(head[bhttp::field::expect], "100-continue")) {
+        bhttp::response<bhttp::empty_body> cont{bhttp::status::continue_, 11};
+        beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
+        auto [cec, cn] = co_await bhttp::async_write(stream, cont, asio::as_tuple(asio::use_awaitable));
+        if (cec) co_return;
+      }
+      beast::get_lowest_layer(stream).expires_after(kReadTimeout);
+      auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+      if (bec == bhttp::error::body_limit) {
+        co_await send(stream, error_reply(413, "bodyTooLarge", "request body exceeds " + std::to_string(limit) + " bytes"),
+                      false);
+        co_return;
+      }
+      if (bec) co_return;
+      bool keep_alive = parser.get().keep_alive();
+      HttpRequest req{std::move(method), std::move(target), std::string(parser.get()[bhttp::field::authorization]),
+                      std::move(parser.get().body())};
+      beast::get_lowest_layer(stream).expires_never();
+      HttpReply reply;
+      if (Service::may_hold(req)) {
+        auto r = co_await (service.handle(std::move(req)) || watch_peer_close(sock));
+        if (r.index() == 1) co_return;  // the peer went away; the held request was cancelled
+        reply = std::get<0>(std::move(r));
+      } else {
+        reply = co_await service.handle(std::move(req));
+      }
+      if (!co_await send(stream, std::move(reply), keep_alive && !stopped)) co_return;
+      if (!keep_alive) co_return;
+    }
+  }
+};
+
+HttpServer::HttpServer(asio::io_context& ioc, Service& service, ListenConfig config, std::shared_ptr<spdlog::logger> log)
+    : impl_(std::make_unique<Impl>(ioc, service, std::move(config), std::move(log))) {
+  auto& c = impl_->config;
+  if (c.tls_cert || c.tls_key) {
+    if (!c.tls_cert || !c.tls_key) throw std::runtime_error("--tls-cert and --tls-key go together");
+    impl_->tls = std::make_unique<ssl::context>(ssl::context::tls_server);
+    impl_->tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                            ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+    boost::system::error_code ec;
+    impl_->tls->use_certificate_chain_file(*c.tls_cert, ec);
+    if (ec) throw std::runtime_error("cannot load TLS certificate '" + *c.tls_cert + "': " + ec.message());
+    impl_->tls->use_private_key_file(*c.tls_key, ssl::context::pem, ec);
+    if (ec) throw std::runtime_error("cannot load TLS key '" + *c.tls_key + "': " + ec.message());
+  }
+  tcp::endpoint ep(asio::ip::make_address(c.host), c.port);
+  boost::system::error_code ec;
+  auto& a = impl_->acceptor;
+  a.open(ep.protocol(), ec);
+  if (!ec) a.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) a.bind(ep, ec);
+  if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw std::runtime_error("cannot listen on " + c.host + ":" + std::to_string(c.port) + ": " + ec.message());
+}
+
+HttpServer::~HttpServer() = default;
+
+std::uint16_t HttpServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+
+std::string HttpServer::url() const {
+  auto addr = impl_->acceptor.local_endpoint().address();
+  std::string host = addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string();
+  return std::string(impl_->tls ? "https://" : "http://") + host + ":" + std::to_string(port());
+}
+
+std::size_t HttpServer::open_connections() const { return impl_->sockets.size(); }
+
+asio::awaitable<void> HttpServer::run() {
+  Impl& impl = *impl_;
+  while (!impl.stopped) {
+    auto [ec, sock] = co_await impl.acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
+    if (ec) {
+      if (impl.stopped || ec == asio::error::operation_aborted) co_return;
+      impl.log->warn("accept failed: {}", ec.message());
+      // Out of descriptors and similar: back off briefly instead of spinning.
+      asio::steady_timer pause(impl.ioc, 100ms);
+      co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    asio::co_spawn(impl.ioc, impl.connection(std::move(sock)), [log = impl.log](std::exception_ptr e) {
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const boost::system::system_error& se) {
+        if (se.code() != asio::error::operation_aborted) log->warn("connection ended: {}", se.what());
+      } catch (const std::exception& x) {
+        log->error("connection failed: {}", x.what());
+      }
+    });
+  }
+}
+
+void HttpServer::stop() {
+  Impl& impl = *impl_;
+  if (impl.stopped) return;
+  impl.stopped = true;
+  boost::system::error_code ec;
+  impl.acceptor.close(ec);
+  for (auto* s : impl.sockets) {
+    s->shutdown(tcp::socket::shutdown_both, ec);
+    s->close(ec);
+  }
+}
+
+}  // namespace nymph::control

@@ -1,0 +1,117 @@
+#pragma once
+// Control-plane policy with no I/O: dispatch matching, job state transitions, and the in-memory clocks that
+// decide when a lease is lost and a worker is stale. Stepped by tests with explicit time points.
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/protocol.hpp"
+
+namespace nymph::control {
+
+// What a worker offers (from its registration).
+struct WorkerCaps {
+  std::vector<std::string> runners;
+  std::map<std::string, std::string> tags;
+  std::vector<std::string> profiles;
+};
+
+// What a job needs from a worker.
+struct JobNeeds {
+  std::string runner;
+  std::map<std::string, std::string> required_tags;
+  std::optional<std::string> profile;  // kind=training only
+};
+
+// True when a worker with `caps` may run a job with `needs`: its runners include the runner, its tags include
+// every required pair, and (training) its profiles include the profile. Free slots are not considered.
+bool can_take(const WorkerCaps& caps, const JobNeeds& needs);
+
+// can_take and free[needs.runner] > 0.
+bool can_take_now(const WorkerCaps& caps, const std::map<std::string, int>& free, const JobNeeds& needs);
+
+// The job's state after its current attempt was lost (lease expired or a `lost` event): cancelled when a
+// cancel was pending, queued again while attempts_made < max_attempts, else lost.
+protocol::JobState after_lost_attempt(int attempts_made, int max_attempts, bool cancel_requested);
+
+// The job's state after a non-lost event `ev` of its current attempt. Progress events keep the job running
+// (or cancelling); final events give the job the same final state.
+protocol::JobState after_event(protocol::JobState current, protocol::EventState ev);
+
+// The attempt state an event moves the attempt to.
+protocol::AttemptState attempt_state_of(protocol::EventState ev);
+
+// In-memory clocks of worker contact and lease renewal (docs/protocol.md section 5).
+// While at least one open poll *holds* a worker or lease it has no deadline; when the last hold is released
+// (the poll was answered or its connection closed) its deadline starts. take_expired removes and returns what
+// passed its deadline. All times are monotonic and passed in by the caller.
+class Liveness {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using TimePoint = Clock::time_point;
+  using Duration = Clock::duration;
+
+  Liveness(Duration lease_ttl, Duration stale_after) : lease_ttl_(lease_ttl), stale_after_(stale_after) {}
+
+  // An open poll of `worker` holds it (no stale deadline).
+  void worker_hold(const std::string& worker);
+  // That poll ended at `now`; when no other poll holds the worker, it turns stale at now+staleAfter.
+  void worker_release(const std::string& worker, TimePoint now);
+  // Contact with an unheld worker at `now` (an immediate reply, a registration): stale at now+staleAfter.
+  void worker_seen(const std::string& worker, TimePoint now);
+  // Forget `worker` (it exited).
+  void worker_forget(const std::string& worker);
+
+  // The same for leases: held while a poll listing them is open, lost leaseTtl after the last release or renewal.
+  void lease_hold(const std::string& lease);
+  void lease_release(const std::string& lease, TimePoint now);
+  void lease_renewed(const std::string& lease, TimePoint now);
+  // Forget `lease` (its attempt ended).
+  void lease_forget(const std::string& lease);
+
+  // The earliest deadline, if any.
+  std::optional<TimePoint> next_deadline() const;
+
+  struct Expired {
+    std::vector<std::string> stale_workers;
+    std::vector<std::string> lost_leases;
+  };
+  // Removes and returns every worker and lease whose deadline is <= now.
+  Expired take_expired(TimePoint now);
+
+  std::size_t tracked_workers() const { return workers_.size(); }
+  std::size_t tracked_leases() const { return leases_.size(); }
+
+ private:
+  // One family of clocks: id -> holds and deadline, plus an index sorted by deadline.
+  class Clocks {
+   public:
+    void hold(const std::string& id);
+    void release(const std::string& id, TimePoint at);
+    void touch(const std::string& id, TimePoint at);
+    void forget(const std::string& id);
+    std::vector<std::string> take(TimePoint now);
+    std::optional<TimePoint> earliest() const;
+    std::size_t size() const { return entries_.size(); }
+
+   private:
+    struct Entry {
+      int holds = 0;
+      std::optional<TimePoint> deadline;
+    };
+    void set_deadline(const std::string& id, Entry& e, std::optional<TimePoint> at);
+    std::unordered_map<std::string, Entry> entries_;
+    std::set<std::pair<TimePoint, std::string>> order_;
+  };
+  Duration lease_ttl_;
+  Duration stale_after_;
+  Clocks workers_;
+  Clocks leases_;
+};
+
+}  // namespace nymph::control

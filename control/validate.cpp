@@ -1,0 +1,113 @@
+#include "control/validate.hpp"
+
+#include <cmath>
+
+namespace nymph::control {
+
+namespace {
+
+std::string q(std::string_view s) { return "'" + std::string(s.substr(0, 64)) + (s.size() > 64 ? "...'" : "'"); }
+
+Result<void> id(std::string_view field, std::string_view value) {
+  if (!protocol::is_valid_id(value))
+    return fail("field '" + std::string(field) + "': " + q(value) + " is not an id (1-128 characters of [0-9A-Za-z_-])");
+  return {};
+}
+
+Result<void> name(std::string_view field, std::string_view value, const protocol::Limits& l, bool allow_empty = false) {
+  if (value.empty() && !allow_empty) return fail("field '" + std::string(field) + "': must not be empty");
+  if (value.size() > l.max_name)
+    return fail("field '" + std::string(field) + "': longer than " + std::to_string(l.max_name) + " bytes");
+  return {};
+}
+
+Result<void> names(std::string_view field, const std::vector<std::string>& values, const protocol::Limits& l) {
+  for (const auto& v : values)
+    if (auto r = name(field, v, l); !r) return r;
+  return {};
+}
+
+Result<void> tag_map(std::string_view field, const std::map<std::string, std::string>& tags, const protocol::Limits& l) {
+  for (const auto& [k, v] : tags) {
+    if (auto r = name(field, k, l); !r) return r;
+    if (auto r = name(field, v, l, true); !r) return r;
+  }
+  return {};
+}
+
+Result<void> refs(const std::vector<protocol::AttemptRef>& running) {
+  for (const auto& a : running) {
+    if (auto r = id("running.jobId", a.job_id); !r) return r;
+    if (auto r = id("running.leaseId", a.lease_id); !r) return r;
+  }
+  return {};
+}
+
+}  // namespace
+
+bool is_env_name(std::string_view n) {
+  if (n.empty() || std::isdigit(static_cast<unsigned char>(n.front()))) return false;
+  for (char c : n)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+Result<void> validate(const protocol::RegisterRequest& r, const protocol::Limits& l) {
+  if (auto x = id("launchId", r.launch_id); !x) return x;
+  if (auto x = name("label", r.label, l, true); !x) return x;
+  if (auto x = name("hostname", r.hostname, l); !x) return x;
+  if (auto x = name("version", r.version, l, true); !x) return x;
+  if (r.backend != "local" && r.backend != "slurm")
+    return fail("field 'backend': " + q(r.backend) + " (expected local or slurm)");
+  if (r.runners.empty()) return fail("field 'runners': must list at least one runner");
+  if (auto x = names("runners", r.runners, l); !x) return x;
+  if (auto x = names("profiles", r.profiles, l); !x) return x;
+  if (auto x = tag_map("tags", r.tags, l); !x) return x;
+  for (const auto& [runner, n] : r.capacity)
+    if (n < 0) return fail("field 'capacity." + runner + "': must be >= 0");
+  if (r.pid < 0) return fail("field 'pid': must be >= 0");
+  return refs(r.running);
+}
+
+Result<void> validate(const protocol::PollRequest& r, const protocol::Limits&) {
+  for (const auto& [runner, n] : r.free)
+    if (n < 0) return fail("field 'free." + runner + "': must be >= 0");
+  return refs(r.running);
+}
+
+Result<void> validate(const protocol::EventRequest& r, const protocol::Limits&) {
+  if (auto x = id("leaseId", r.lease_id); !x) return x;
+  if (r.seq < 1) return fail("field 'seq': must be >= 1");
+  if (r.at)
+    if (auto t = protocol::parse_time(*r.at); !t) return fail("field 'at': " + t.error().message);
+  return {};
+}
+
+Result<void> validate(const protocol::JobSubmission& s, const protocol::Limits& l) {
+  if (auto x = name("runner", s.runner, l); !x) return x;
+  if (s.max_attempts < 1 || s.max_attempts > 10) return fail("field 'maxAttempts': must be between 1 and 10");
+  if (auto x = tag_map("requiredTags", s.required_tags, l); !x) return x;
+  for (const auto& [k, v] : s.spec.env)
+    if (!is_env_name(k)) return fail("field 'env': " + q(k) + " is not a valid environment variable name");
+  if (s.spec.timeout_s && !(*s.spec.timeout_s > 0)) return fail("field 'timeoutS': must be > 0");
+  auto slurm = s.spec.run_config.find("slurm");
+  if (slurm != s.spec.run_config.end() && !slurm->value().is_object())
+    return fail("field 'runConfig.slurm': expected an object");
+  if (s.kind == "command") {
+    if (s.spec.payload) return fail("field 'payload': only for kind training");
+    if (s.spec.argv.has_value() == s.spec.command.has_value())
+      return fail("kind command needs exactly one of 'argv' or 'command'");
+    if (s.spec.argv && s.spec.argv->empty()) return fail("field 'argv': must not be empty");
+    if (s.spec.argv && s.spec.argv->front().empty()) return fail("field 'argv[0]': must not be empty");
+    if (s.spec.command && s.spec.command->empty()) return fail("field 'command': must not be empty");
+    return {};
+  }
+  if (s.kind == "training") {
+    if (s.spec.argv || s.spec.command) return fail("kind training takes a 'payload', not 'argv' or 'command'");
+    if (!s.spec.payload) return fail("field 'payload': required for kind training");
+    return name("payload.profile", s.spec.payload->profile, l);
+  }
+  return fail("field 'kind': " + q(s.kind) + " (expected command or training)");
+}
+
+}  // namespace nymph::control
