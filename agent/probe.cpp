@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <boost/json.hpp>
+#include <algorithm>
 #include <sstream>
+#include <vector>
 
 namespace nymph::agent {
 
@@ -57,6 +59,59 @@ ProbeResult probe_host(const ProbeInputs& in) {
     }
   }
   return r;
+}
+
+std::optional<std::chrono::seconds> parse_slurm_time_left(const std::string& text) {
+  long long days = 0;
+  std::string rest = text;
+  if (auto dash = rest.find('-'); dash != std::string::npos) {
+    try {
+      std::size_t used = 0;
+      days = std::stoll(rest.substr(0, dash), &used);
+      if (used != dash || days < 0) return std::nullopt;
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    rest = rest.substr(dash + 1);
+  }
+  std::vector<long long> parts;
+  std::stringstream ss(rest);
+  std::string field;
+  while (std::getline(ss, field, ':')) {
+    if (field.empty() || field.size() > 2 || !std::all_of(field.begin(), field.end(), ::isdigit)) return std::nullopt;
+    parts.push_back(std::stoll(field));
+  }
+  long long h = 0, m = 0, s = 0;
+  if (text.find('-') != std::string::npos) {
+    // D-HH, D-HH:MM, D-HH:MM:SS
+    if (parts.empty() || parts.size() > 3) return std::nullopt;
+    h = parts[0];
+    m = parts.size() > 1 ? parts[1] : 0;
+    s = parts.size() > 2 ? parts[2] : 0;
+  } else if (parts.size() == 2) {
+    m = parts[0];
+    s = parts[1];
+  } else if (parts.size() == 3) {
+    h = parts[0];
+    m = parts[1];
+    s = parts[2];
+  } else {
+    return std::nullopt;
+  }
+  if (m > 59 || s > 59) return std::nullopt;
+  return std::chrono::seconds(((days * 24 + h) * 60 + m) * 60 + s);
+}
+
+std::optional<SlurmAllocation> parse_allocation_line(const std::string& job_id, const std::string& line,
+                                                     std::chrono::system_clock::time_point now) {
+  auto bar = line.find('|');
+  if (bar == std::string::npos || bar == 0) return std::nullopt;
+  SlurmAllocation a{.job_id = job_id, .partition = line.substr(0, bar)};
+  std::string left = line.substr(bar + 1);
+  while (!left.empty() && (left.back() == '\n' || left.back() == ' ')) left.pop_back();
+  if (auto secs = parse_slurm_time_left(left)) a.end_time = now + *secs;
+  else if (left != "UNLIMITED" && left != "NOT_SET") return std::nullopt;
+  return a;
 }
 
 boost::json::value to_json(const ProbeResult& r) {

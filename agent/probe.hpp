@@ -44,6 +44,15 @@ std::optional<std::string> find_on_path(const std::string& name, const std::stri
 // Probes the host without touching Slurm (no allocation lookup). Never throws.
 ProbeResult probe_host(const ProbeInputs& in);
 
+// Parses Slurm's "time left" (squeue %L): "MM:SS", "HH:MM:SS", "D-HH:MM:SS", "D-HH". Returns nullopt for
+// UNLIMITED / NOT_SET / anything else (an allocation without a known end).
+std::optional<std::chrono::seconds> parse_slurm_time_left(const std::string& text);
+
+// Parses one line of `squeue -h -j ID -o "%P|%L"` into an allocation of `job_id` ending at now + time left.
+// Returns nullopt when the line is not of that form.
+std::optional<SlurmAllocation> parse_allocation_line(const std::string& job_id, const std::string& line,
+                                                     std::chrono::system_clock::time_point now);
+
 // JSON form printed by `nymph probe --json`.
 boost::json::value to_json(const ProbeResult& r);
 

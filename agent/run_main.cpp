@@ -5,7 +5,6 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -16,6 +15,7 @@
 #include "common/logging.hpp"
 #include "common/protocol.hpp"
 #include "nymph/version.hpp"
+#include "runners/child_process.hpp"
 #include "runners/process_runner.hpp"
 
 namespace nymph::agent {
@@ -71,6 +71,50 @@ DaemonSettings make_settings(const AgentConfig& c, const ProbeResult& probe, con
   return s;
 }
 
+// A co_spawn completion that logs an escaped exception.
+auto report_failure(std::shared_ptr<spdlog::logger> log, std::string what) {
+  return [log, what](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      log->error("{} failed: {}", what, ex.what());
+    }
+  };
+}
+
+// Inside an allocation (SLURM_JOB_ID set): asks squeue for the job's partition and time left. The backend
+// is "slurm" only when the job exists; otherwise the agent runs as a local worker and says why.
+asio::awaitable<void> detect_allocation(const AgentConfig& c, ProbeResult& probe, DaemonSettings& s,
+                                        std::shared_ptr<spdlog::logger> log) {
+  auto job_id = probe_inputs_from_environment().slurm_job_id;
+  if (!job_id) co_return;
+  auto squeue = find_on_path(c.slurm.squeue, probe_inputs_from_environment().path_env);
+  if (!squeue) {
+    log->warn("SLURM_JOB_ID={} is set but squeue was not found; running as a local worker", *job_id);
+    co_return;
+  }
+  auto env = runners::current_environment();
+  auto r = co_await runners::run_command({*squeue, "-h", "-j", *job_id, "-o", "%P|%L"}, env, c.slurm.command_timeout);
+  std::optional<SlurmAllocation> allocation;
+  if (r && r->status.success()) allocation = parse_allocation_line(*job_id, r->out, std::chrono::system_clock::now());
+  if (!allocation) {
+    log->warn("SLURM_JOB_ID={} is set but squeue does not show that job ({}); running as a local worker", *job_id,
+              r ? r->err : r.error().message);
+    co_return;
+  }
+  probe.backend = s.backend = "slurm";
+  probe.allocation = allocation;
+  protocol::SlurmAllocation wire{.job_id = allocation->job_id, .partition = allocation->partition};
+  if (allocation->end_time) {
+    wire.end_time = protocol::format_time(*allocation->end_time);
+    s.lifecycle.walltime_end = Clock::now() + (*allocation->end_time - std::chrono::system_clock::now());
+  }
+  s.allocation = wire;
+  log->info("running inside Slurm job {} (partition {}, ends {})", wire.job_id, wire.partition,
+            wire.end_time.value_or("never"));
+}
+
 asio::awaitable<void> forward_signals(asio::signal_set& signals, Daemon& daemon) {
   for (;;) {
     auto [ec, number] = co_await signals.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -108,13 +152,17 @@ int run_daemon(const RunArgs& args) {
     runner_map["process"] = process_runner.get();
   }
 
+  asio::co_spawn(ioc, detect_allocation(config, probe, settings, log), report_failure(log, "allocation probe"));
+  ioc.run();
+  ioc.restart();
+
   log->info("nymph {} starting: launch {}, label {}, backend {}, server {}", kVersion, settings.launch_id,
             settings.label, settings.backend, config.server.url);
   Daemon daemon(ioc.get_executor(), std::move(settings), **control_plane, runner_map, log);
 
   std::signal(SIGPIPE, SIG_IGN);
   asio::signal_set signals(ioc, SIGTERM, SIGINT, SIGUSR1);
-  asio::co_spawn(ioc, forward_signals(signals, daemon), asio::detached);  // ends when `signals` is cancelled
+  asio::co_spawn(ioc, forward_signals(signals, daemon), report_failure(log, "signal handling"));
 
   ExitReason reason = ExitReason::error;
   asio::co_spawn(ioc, daemon.run(), [&](std::exception_ptr e, ExitReason r) {
