@@ -83,6 +83,9 @@ struct Attempt {
   int number = 1;
   runners::Runner* runner = nullptr;
   runners::JobSpec spec;
+  std::function<asio::awaitable<JobUpdate>(runners::JobReporter&)> resume;  // adopted attempts
+  std::function<asio::awaitable<void>()> abandon;                         // adopted attempts
+  bool adopted_pending = false;  // adopted, waiting for the registration reply
   AttemptOutbox outbox;
   Notifier wake;     // the shipper waits here for something to send
   Notifier drained;  // producers wait here for buffer space
@@ -110,7 +113,7 @@ asio::awaitable<void> AttemptReporter::output(Stream stream, std::uint64_t offse
 
 struct Daemon::Impl {
   Impl(asio::any_io_executor ex, DaemonSettings s, ControlPlane& cp, std::map<std::string, runners::Runner*> r,
-       std::shared_ptr<spdlog::logger> log)
+       std::shared_ptr<spdlog::logger> log, std::vector<AdoptedAttempt> adopted)
       : ex(ex),
         settings(std::move(s)),
         cp(cp),
@@ -119,7 +122,21 @@ struct Daemon::Impl {
         lifecycle(settings.lifecycle, Clock::now()),
         backoff({settings.backoff_initial, settings.backoff_max}),
         state_changed(ex),
-        background_done(ex) {}
+        background_done(ex) {
+    for (auto& x : adopted) {
+      auto a = std::make_unique<Attempt>(ex, settings.max_buffered_output);
+      a->job_id = x.job_id;
+      a->lease_id = x.lease_id;
+      a->number = x.attempt;
+      a->runner_name = x.runner;
+      auto it = runners.find(x.runner);
+      a->runner = it == runners.end() ? nullptr : it->second;
+      a->resume = std::move(x.resume);
+      a->abandon = std::move(x.abandon);
+      a->adopted_pending = true;
+      attempts.emplace(x.job_id, std::move(a));
+    }
+  }
 
   asio::any_io_executor ex;
   DaemonSettings settings;
@@ -226,6 +243,12 @@ struct Daemon::Impl {
       if (it == attempts.end() || it->second->lease_id != c.lease_id) continue;
       auto& a = *it->second;
       log->info("job {}: stopping attempt {} ({})", a.job_id, a.number, protocol::to_string(c.reason));
+      if (a.adopted_pending) {
+        a.adopted_pending = false;
+        a.run_active = true;  // until abandon() has finished
+        spawn(abandon_attempt(&a), "abandoning job " + a.job_id);
+        continue;
+      }
       if (c.reason == protocol::CancelReason::lease_lost) a.fenced = true;
       if (a.run_active) a.runner->stop(a.job_id, to_stop_reason(c.reason));
       a.wake.notify();
@@ -244,6 +267,7 @@ struct Daemon::Impl {
                              std::chrono::milliseconds(static_cast<long long>(r->poll_timeout_s * 1000)));
         log->info("registered as worker {} (label {}, launch {})", worker_id, settings.label, settings.launch_id);
         handle_cancel_orders(r->cancel);
+        resume_adopted();
         lifecycle.registered(Clock::now());
         write_status();
         co_return true;
@@ -257,6 +281,29 @@ struct Daemon::Impl {
       co_await state_changed.wait(Clock::now() + delay);
     }
     co_return false;
+  }
+
+  // Re-attaches to the attempts a previous run left running that the control plane still wants.
+  void resume_adopted() {
+    std::vector<Attempt*> pending;
+    for (auto& [id, a] : attempts)
+      if (a->adopted_pending) pending.push_back(a.get());
+    for (Attempt* a : pending) {
+      a->adopted_pending = false;
+      a->shipper_active = true;
+      a->run_active = true;
+      log->info("job {}: resuming attempt {} left running by a previous run", a->job_id, a->number);
+      std::string id = a->job_id;
+      spawn(ship(a), "delivery for job " + id);
+      spawn(run_attempt(a), "job " + id);
+    }
+  }
+
+  asio::awaitable<void> abandon_attempt(Attempt* a) {
+    co_await a->abandon();
+    a->run_active = false;
+    a->detached = true;  // nothing to report: the control plane already gave the attempt up
+    finish_if_done(a);
   }
 
   // ---- polling -------------------------------------------------------------------------------------------
@@ -367,7 +414,10 @@ struct Daemon::Impl {
   asio::awaitable<void> run_attempt(Attempt* a) {
     JobUpdate final_update;
     try {
-      final_update = co_await a->runner->run(a->spec, a->reporter);
+      if (a->resume)
+        final_update = co_await a->resume(a->reporter);
+      else
+        final_update = co_await a->runner->run(a->spec, a->reporter);
     } catch (const std::exception& e) {
       final_update = JobUpdate{.state = JobState::failed, .message = std::string("runner error: ") + e.what()};
     }
@@ -494,6 +544,7 @@ struct Daemon::Impl {
   // Stops what must stop, delivers what can be delivered within the exit budget, and reports the exit.
   asio::awaitable<void> shut_down() {
     poll_cancel.emit(asio::cancellation_type::terminal);
+    std::erase_if(attempts, [](const auto& entry) { return entry.second->adopted_pending; });  // never started
     for (auto& [id, a] : attempts) {
       if (a->runner_name != "process" && a->run_active) {
         a->detached = true;  // a manager stop never cancels Slurm jobs; a restart resumes them
@@ -548,8 +599,10 @@ struct Daemon::Impl {
 };
 
 Daemon::Daemon(asio::any_io_executor ex, DaemonSettings settings, ControlPlane& control_plane,
-               std::map<std::string, runners::Runner*> runners, std::shared_ptr<spdlog::logger> log)
-    : impl_(std::make_unique<Impl>(ex, std::move(settings), control_plane, std::move(runners), std::move(log))) {}
+               std::map<std::string, runners::Runner*> runners, std::shared_ptr<spdlog::logger> log,
+               std::vector<AdoptedAttempt> adopted)
+    : impl_(std::make_unique<Impl>(ex, std::move(settings), control_plane, std::move(runners), std::move(log),
+                                   std::move(adopted))) {}
 
 Daemon::~Daemon() = default;
 

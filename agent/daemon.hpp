@@ -4,6 +4,7 @@
 // AttemptOutbox state machines.
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,12 +40,25 @@ struct DaemonSettings {
   std::filesystem::path status_file;              // empty: none
 };
 
+// An attempt a previous run of this launch left running (a Slurm job found in the runner's journal). It is
+// listed at registration; the control plane either still wants it (the daemon calls `resume`) or answers
+// with a cancel order for it (the daemon calls `abandon`).
+struct AdoptedAttempt {
+  std::string job_id;
+  std::string lease_id;
+  int attempt = 1;
+  std::string runner;
+  std::function<boost::asio::awaitable<runners::JobUpdate>(runners::JobReporter&)> resume;
+  std::function<boost::asio::awaitable<void>()> abandon;
+};
+
 class Daemon {
  public:
   // `control_plane` and the runners must outlive the daemon. `runners` maps names ("process", "slurm") to
   // runners; only these are advertised.
   Daemon(boost::asio::any_io_executor ex, DaemonSettings settings, ControlPlane& control_plane,
-         std::map<std::string, runners::Runner*> runners, std::shared_ptr<spdlog::logger> log);
+         std::map<std::string, runners::Runner*> runners, std::shared_ptr<spdlog::logger> log,
+         std::vector<AdoptedAttempt> adopted = {});
   ~Daemon();
 
   // Runs until the lifecycle exits and returns the reason (also reported to the control plane and written

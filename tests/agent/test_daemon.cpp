@@ -41,6 +41,7 @@ class FakeControlPlane final : public ControlPlane {
   int fail_next_uploads = 0;                // transient failures before uploads succeed
   std::set<std::string> fenced_leases;
   bool unauthorized = false;
+  std::vector<protocol::CancelOrder> cancel_at_registration;
   Notifier changed;                         // notified on every call
 
   void reply(protocol::PollResponse r) {
@@ -54,6 +55,7 @@ class FakeControlPlane final : public ControlPlane {
     if (unauthorized) co_return CallError{CallFailure::unauthorized, "HTTP 401"};
     protocol::RegisterResponse resp;
     resp.worker_id = "w1";
+    resp.cancel = cancel_at_registration;
     co_return resp;
   }
 
@@ -179,9 +181,12 @@ class DaemonTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir); }
 
+  std::vector<AdoptedAttempt> adopted;
+
   Daemon& make() {
-    daemon = std::make_unique<Daemon>(ioc.get_executor(), settings, cp, std::map<std::string, runners::Runner*>{{"process", &runner}},
-                                      null_logger());
+    daemon = std::make_unique<Daemon>(ioc.get_executor(), settings, cp,
+                                      std::map<std::string, runners::Runner*>{{"process", &runner}}, null_logger(),
+                                      std::move(adopted));
     return *daemon;
   }
 
@@ -343,6 +348,33 @@ TEST_F(DaemonTest, IdleExit) {
   EXPECT_EQ(reason, ExitReason::idle);
   ASSERT_EQ(cp.exits.size(), 1u);
   EXPECT_EQ(cp.exits[0].exit_reason, protocol::ExitReason::idle);
+}
+
+TEST_F(DaemonTest, AdoptedAttemptsAreListedThenResumedOrAbandoned) {
+  int resumed = 0, abandoned = 0;
+  auto resume = [&](runners::JobReporter& reporter) -> asio::awaitable<runners::JobUpdate> {
+    ++resumed;
+    co_await reporter.output(runners::Stream::out, 0, "from slurm\n");
+    co_return runners::JobUpdate{.state = runners::JobState::succeeded, .exit_code = 0, .slurm_job_id = "77"};
+  };
+  auto abandon = [&]() -> asio::awaitable<void> {
+    ++abandoned;
+    co_return;
+  };
+  adopted.push_back({.job_id = "keep", .lease_id = "Lk", .attempt = 1, .runner = "process", .resume = resume, .abandon = abandon});
+  adopted.push_back({.job_id = "drop", .lease_id = "Ld", .attempt = 1, .runner = "process", .resume = resume, .abandon = abandon});
+  cp.cancel_at_registration = {{"drop", "Ld", protocol::CancelReason::lease_lost}};
+  run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return cp.event_states("keep").size() == 1 && !cp.polls.empty(); });
+    daemon->on_signal(Signal::term);
+  });
+  ASSERT_EQ(cp.registrations.size(), 1u);
+  ASSERT_EQ(cp.registrations[0].running.size(), 2u);
+  EXPECT_EQ(resumed, 1);
+  EXPECT_EQ(abandoned, 1);
+  EXPECT_EQ(cp.event_states("keep"), (std::vector<std::string>{"succeeded"}));
+  EXPECT_EQ(cp.logs["keep/stdout"], "from slurm\n");
+  EXPECT_TRUE(cp.event_states("drop").empty());
 }
 
 }  // namespace
