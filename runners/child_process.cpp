@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <utility>
 
@@ -38,7 +40,8 @@ using std::chrono::milliseconds;
 namespace {
 
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-constexpr milliseconds group_poll_interval{20};
+constexpr milliseconds group_poll_first{5};
+constexpr milliseconds group_poll_max{250};
 
 // An owned file descriptor.
 class Fd {
@@ -122,6 +125,35 @@ std::optional<std::string> find_on_path(const std::string& name, const Environme
     begin = end + 1;
   }
   return std::nullopt;
+}
+
+// Whether /proc shows a process of group `pgid` that is not a zombie. Without /proc, assumes there is one.
+bool live_member_of_group(pid_t pgid) {
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return true;
+  bool found = false;
+  char path[300];  // "/proc/" + d_name (at most 255) + "/stat"
+  char stat[512];
+  while (!found) {
+    const dirent* entry = ::readdir(proc);
+    if (entry == nullptr) break;
+    if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
+    std::snprintf(path, sizeof path, "/proc/%s/stat", entry->d_name);
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = ::read(fd, stat, sizeof stat - 1);
+    ::close(fd);
+    if (n <= 0) continue;
+    stat[n] = '\0';
+    // "pid (comm) state ppid pgrp ...": comm may contain anything, so parse after the last ')'.
+    const char* rest = std::strrchr(stat, ')');
+    char state = 0;
+    int ppid = 0, pgrp = 0;
+    if (rest && std::sscanf(rest + 1, " %c %d %d", &state, &ppid, &pgrp) == 3)
+      found = pgrp == pgid && state != 'Z' && state != 'X';
+  }
+  ::closedir(proc);
+  return found;
 }
 
 // --- code run in the forked child before exec: async-signal-safe calls only, no allocation ---
@@ -324,7 +356,10 @@ bool ChildProcess::signal_group(int sig) noexcept {
 }
 
 bool ChildProcess::group_alive() const noexcept {
-  return pid() > 0 && (::kill(-pid(), 0) == 0 || errno == EPERM);
+  if (pid() <= 0 || (::kill(-pid(), 0) != 0 && errno != EPERM)) return false;
+  // kill() also counts zombies, and where nothing reaps orphans (a container without an init) those would
+  // stay forever: look for a member that still runs.
+  return live_member_of_group(pid());
 }
 
 std::optional<ExitStatus> ChildProcess::exit_status() const {
@@ -371,9 +406,10 @@ asio::awaitable<ExitStatus> ChildProcess::terminate(milliseconds grace) {
       co_await (wait_quietly(this) || timer.async_wait(use_tuple));
     }
     // The leader is gone (or the grace is over): give what is left of the group the rest of the grace.
-    while (s.status && group_alive() && std::chrono::steady_clock::now() < deadline) {
-      timer.expires_after(std::min<std::chrono::steady_clock::duration>(group_poll_interval,
-                                                                         deadline - std::chrono::steady_clock::now()));
+    // (Polled: nothing signals the exit of processes that are not our children.)
+    for (auto step = group_poll_first; s.status && group_alive() && std::chrono::steady_clock::now() < deadline;
+         step = std::min(step * 2, group_poll_max)) {
+      timer.expires_at(std::min(std::chrono::steady_clock::now() + step, deadline));
       co_await timer.async_wait(use_tuple);
     }
     if (group_alive()) signal_group(SIGKILL);

@@ -107,7 +107,8 @@ class ChildProcess {
   // no longer exists or the leader was never started. Never throws.
   bool signal_group(int sig) noexcept;
 
-  // True while any process of the group exists (zombies not yet reaped by their parent included).
+  // True while a process of the group still runs (zombies don't count: where nothing reaps orphans they
+  // would stay forever). Checks kill(-pgid, 0) first, then scans /proc only if that finds members.
   bool group_alive() const noexcept;
 
   // Waits for the leader to exit and reaps it. Returns at once when it already has. Cancelling it (e.g. the

@@ -12,6 +12,9 @@
 //   --spawn N F             fork N grandchildren that sleep forever; append their pids to F (one per line)
 //   --touch F               create file F
 //   --exit K                exit with status K now
+//   --raise SIG             raise signal number SIG (with its default action) now
+//   --print-cwd             print the working directory
+//   --print-sigign          print the SigIgn mask of /proc/self/status (hex)
 // Unknown arguments are printed to stderr and give exit status 64.
 #include <signal.h>
 #include <sys/types.h>
@@ -116,6 +119,25 @@ int main(int argc, char** argv) {
         }
         std::ofstream(file, std::ios::app) << pid << "\n";
       }
+    } else if (a == "--raise") {
+      int sig = std::atoi(next().c_str());
+      std::fflush(stdout);
+      ::signal(sig, SIG_DFL);
+      ::raise(sig);
+      return 65;  // not reached for a fatal signal
+    } else if (a == "--print-cwd") {
+      char buf[4096];
+      std::printf("%s\n", ::getcwd(buf, sizeof buf) ? buf : "?");
+      std::fflush(stdout);
+    } else if (a == "--print-sigign") {
+      std::ifstream status("/proc/self/status");
+      for (std::string line; std::getline(status, line);) {
+        if (line.rfind("SigIgn:", 0) != 0) continue;
+        std::string mask = line.substr(7);
+        mask.erase(0, mask.find_first_not_of(" \t"));
+        std::printf("%s\n", mask.c_str());
+      }
+      std::fflush(stdout);
     } else if (a == "--exit") {
       std::fflush(stdout);
       std::exit(std::atoi(next().c_str()));
