@@ -498,4 +498,11 @@ asio::awaitable<Result<CommandResult>> run_command(std::vector<std::string> argv
   co_return result;
 }
 
+asio::awaitable<Result<CommandResult>> run_command(std::vector<std::string> argv, Environment env,
+                                                   milliseconds timeout) {
+  // A plain function: the coroutine's CommandOptions is a named local here, never a default argument.
+  CommandOptions options;
+  return run_command(std::move(argv), std::move(env), timeout, std::move(options));
+}
+
 }  // namespace nymph::runners

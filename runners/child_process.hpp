@@ -156,6 +156,11 @@ struct CommandResult {
 // program cannot be started (message names it). Not cancellable: bound it with `timeout`.
 boost::asio::awaitable<Result<CommandResult>> run_command(std::vector<std::string> argv, Environment env,
                                                           std::chrono::milliseconds timeout,
-                                                          CommandOptions options = {});
+                                                          CommandOptions options);
+
+// run_command with default CommandOptions. (An overload, not a default argument: GCC 12 destroys a
+// defaulted class-type argument twice when the call is made inside a coroutine.)
+boost::asio::awaitable<Result<CommandResult>> run_command(std::vector<std::string> argv, Environment env,
+                                                          std::chrono::milliseconds timeout);
 
 }  // namespace nymph::runners

@@ -235,5 +235,18 @@ TEST_F(ChildProcessTest, OutputToAFileAppends) {
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
+// GCC 12 destroys a defaulted class-type argument twice when the call is inside a coroutine (ASan reports a
+// bad free): the three-argument run_command must be safe to co_await.
+asio::awaitable<std::string> three_argument_call_inside_a_coroutine() {
+  std::vector<std::string> argv{child_bin, "--text", "--write", "3"};
+  auto r = co_await run_command(argv, minimal_env(), std::chrono::milliseconds(10000));
+  if (!r) throw std::runtime_error(r.error().message);
+  co_return r->out;
+}
+
+TEST_F(ChildProcessTest, ThreeArgumentRunCommandInsideACoroutine) {
+  EXPECT_EQ(run_coro(ioc, three_argument_call_inside_a_coroutine()), "abc");
+}
+
 }  // namespace
 }  // namespace nymph::runners
