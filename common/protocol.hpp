@@ -23,6 +23,7 @@
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <boost/json/value_from.hpp>
+#include <boost/json/value_to.hpp>
 #include <boost/system/result.hpp>
 
 #include "common/error.hpp"

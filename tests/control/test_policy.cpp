@@ -1,0 +1,168 @@
+// Sans-io policy: dispatch matching, job transitions, lease/stale clocks, the poll hub, request validation.
+#include <gtest/gtest.h>
+
+#include "control/poll_hub.hpp"
+#include "control/policy.hpp"
+#include "control/validate.hpp"
+
+using namespace nymph::control;
+using nymph::protocol::EventState;
+using nymph::protocol::JobState;
+using namespace std::chrono_literals;
+
+TEST(Dispatch, MatchesRunnerTagsProfilesAndSlots) {
+  WorkerCaps login{{"process", "slurm"}, {{"host", "slurm"}, {"site", "a"}}, {"smoke"}};
+  EXPECT_TRUE(can_take(login, {"slurm", {{"host", "slurm"}}, std::nullopt}));
+  EXPECT_FALSE(can_take(login, {"gpu", {}, std::nullopt}));
+  EXPECT_FALSE(can_take(login, {"process", {{"host", "other"}}, std::nullopt}));
+  EXPECT_FALSE(can_take(login, {"process", {{"zone", "x"}}, std::nullopt}));
+  EXPECT_TRUE(can_take(login, {"process", {}, std::string("smoke")}));
+  EXPECT_FALSE(can_take(login, {"process", {}, std::string("train-big")}));
+  EXPECT_TRUE(can_take_now(login, {{"process", 1}}, {"process", {}, std::nullopt}));
+  EXPECT_FALSE(can_take_now(login, {{"process", 0}, {"slurm", 5}}, {"process", {}, std::nullopt}));
+  EXPECT_FALSE(can_take_now(login, {}, {"process", {}, std::nullopt}));
+}
+
+TEST(Transitions, LostAttempt) {
+  EXPECT_EQ(after_lost_attempt(1, 2, false), JobState::queued);
+  EXPECT_EQ(after_lost_attempt(2, 2, false), JobState::lost);
+  EXPECT_EQ(after_lost_attempt(1, 2, true), JobState::cancelled);
+}
+
+TEST(Transitions, Events) {
+  EXPECT_EQ(after_event(JobState::running, EventState::pending), JobState::running);
+  EXPECT_EQ(after_event(JobState::cancelling, EventState::running), JobState::cancelling);
+  EXPECT_EQ(after_event(JobState::cancelling, EventState::succeeded), JobState::succeeded);
+  EXPECT_EQ(after_event(JobState::running, EventState::failed), JobState::failed);
+  EXPECT_EQ(after_event(JobState::running, EventState::cancelled), JobState::cancelled);
+}
+
+TEST(Liveness, WorkerGoesStaleAfterLastContact) {
+  Liveness l(10s, 5s);
+  auto t0 = Liveness::Clock::time_point{} + 1000s;
+  l.worker_seen("w", t0);
+  EXPECT_EQ(*l.next_deadline(), t0 + 5s);
+  EXPECT_TRUE(l.take_expired(t0 + 4s).stale_workers.empty());
+  l.worker_seen("w", t0 + 4s);  // contact renews
+  EXPECT_TRUE(l.take_expired(t0 + 8s).stale_workers.empty());
+  auto e = l.take_expired(t0 + 9s);
+  ASSERT_EQ(e.stale_workers, std::vector<std::string>{"w"});
+  EXPECT_FALSE(l.next_deadline());
+}
+
+TEST(Liveness, HeldPollSuspendsDeadlinesUntilReleased) {
+  Liveness l(10s, 5s);
+  auto t0 = Liveness::Clock::time_point{} + 1000s;
+  l.worker_seen("w", t0);
+  l.lease_renewed("L", t0);
+  l.worker_hold("w");
+  l.lease_hold("L");
+  EXPECT_FALSE(l.next_deadline());
+  EXPECT_TRUE(l.take_expired(t0 + 100s).lost_leases.empty());
+  l.worker_hold("w");                 // a second poll (superseding) holds too
+  l.worker_release("w", t0 + 100s);   // the first one ends: still held by the second
+  EXPECT_FALSE(l.next_deadline());
+  l.worker_release("w", t0 + 101s);
+  l.lease_release("L", t0 + 101s);
+  EXPECT_EQ(*l.next_deadline(), t0 + 106s);
+  auto e = l.take_expired(t0 + 111s);
+  EXPECT_EQ(e.stale_workers, std::vector<std::string>{"w"});
+  EXPECT_EQ(e.lost_leases, std::vector<std::string>{"L"});
+}
+
+TEST(Liveness, ForgottenLeaseNeverExpires) {
+  Liveness l(10s, 5s);
+  auto t0 = Liveness::Clock::time_point{} + 1000s;
+  l.lease_renewed("L", t0);
+  l.lease_hold("L");
+  l.lease_forget("L");
+  l.lease_release("L", t0);  // the poll that held it ends later: no resurrection
+  EXPECT_FALSE(l.next_deadline());
+  EXPECT_EQ(l.tracked_leases(), 0u);
+}
+
+TEST(PollHub, WakesOnlyAMatchingWaiterOnce) {
+  PollHub hub;
+  int woke_a = 0, woke_b = 0;
+  PollHub::Waiter a{"a", {{"process"}, {}, {}}, {{"process", 1}}, true, [&] { ++woke_a; }};
+  PollHub::Waiter b{"b", {{"slurm"}, {}, {}}, {{"slurm", 1}}, true, [&] { ++woke_b; }};
+  hub.park(a);
+  hub.park(b);
+  EXPECT_EQ(hub.size(), 2u);
+  EXPECT_TRUE(hub.wake_one_for({"slurm", {}, std::nullopt}));
+  EXPECT_EQ(woke_b, 1);
+  EXPECT_EQ(b.why, PollHub::Why::woken);
+  EXPECT_FALSE(hub.wake_one_for({"slurm", {}, std::nullopt}));  // b is no longer parked
+  EXPECT_FALSE(hub.wake_one_for({"gpu", {}, std::nullopt}));
+  EXPECT_EQ(woke_a, 0);
+  hub.unpark(a);
+  EXPECT_EQ(hub.size(), 0u);
+}
+
+TEST(PollHub, DrainingWaiterGetsNoJobsButDirectives) {
+  PollHub hub;
+  int woke = 0;
+  PollHub::Waiter a{"a", {{"process"}, {}, {}}, {{"process", 1}}, false, [&] { ++woke; }};
+  hub.park(a);
+  EXPECT_FALSE(hub.wake_one_for({"process", {}, std::nullopt}));
+  EXPECT_TRUE(hub.wake_worker("a"));
+  EXPECT_EQ(woke, 1);
+}
+
+TEST(PollHub, NewPollSupersedesOld) {
+  PollHub hub;
+  int woke = 0;
+  PollHub::Waiter a1{"a", {}, {}, true, [&] { ++woke; }};
+  PollHub::Waiter a2{"a", {}, {}, true, [] {}};
+  hub.park(a1);
+  hub.park(a2);
+  EXPECT_EQ(woke, 1);
+  EXPECT_EQ(a1.why, PollHub::Why::superseded);
+  hub.unpark(a1);  // a late unpark of the old one leaves the new one parked
+  EXPECT_EQ(hub.size(), 1u);
+  hub.wake_all_for_shutdown();
+  EXPECT_EQ(a2.why, PollHub::Why::shutdown);
+}
+
+TEST(Validate, Submissions) {
+  nymph::protocol::JobSubmission s;
+  s.spec.argv = std::vector<std::string>{"/bin/true"};
+  EXPECT_TRUE(validate(s));
+  auto bad = [&](auto mutate, const std::string& needle) {
+    auto x = s;
+    mutate(x);
+    auto r = validate(x);
+    ASSERT_FALSE(r) << needle;
+    EXPECT_NE(r.error().message.find(needle), std::string::npos) << r.error().message;
+  };
+  bad([](auto& x) { x.spec.command = "true"; }, "exactly one of 'argv' or 'command'");
+  bad([](auto& x) { x.spec.argv = std::vector<std::string>{}; }, "field 'argv': must not be empty");
+  bad([](auto& x) { x.spec.env["1BAD"] = "v"; }, "'1BAD' is not a valid environment variable name");
+  bad([](auto& x) { x.spec.timeout_s = 0; }, "timeoutS");
+  bad([](auto& x) { x.max_attempts = 0; }, "maxAttempts");
+  bad([](auto& x) { x.kind = "shell"; }, "field 'kind'");
+  bad([](auto& x) { x.kind = "training"; }, "kind training takes a 'payload'");
+  bad([](auto& x) { x.spec.run_config["slurm"] = 3; }, "runConfig.slurm");
+}
+
+TEST(Validate, RegisterAndEvents) {
+  nymph::protocol::RegisterRequest r;
+  r.launch_id = "01ABC";
+  r.hostname = "h";
+  r.runners = {"process"};
+  EXPECT_TRUE(validate(r));
+  r.backend = "cloud";
+  EXPECT_FALSE(validate(r));
+  r.backend = "local";
+  r.launch_id = "bad id";
+  EXPECT_FALSE(validate(r));
+  nymph::protocol::EventRequest e;
+  e.lease_id = "L";
+  e.seq = 0;
+  EXPECT_FALSE(validate(e));
+  e.seq = 1;
+  e.at = "yesterday";
+  EXPECT_FALSE(validate(e));
+  e.at = "2026-01-01T00:00:00Z";
+  EXPECT_TRUE(validate(e));
+}

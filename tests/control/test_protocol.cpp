@@ -1,0 +1,152 @@
+// Wire types: JSON round trips, readable decode errors, limits, times and ids.
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+
+#include "common/protocol.hpp"
+
+namespace p = nymph::protocol;
+namespace json = boost::json;
+
+TEST(Protocol, RegisterRequestRoundTrip) {
+  p::RegisterRequest r;
+  r.launch_id = p::new_ulid();
+  r.hostname = "login1";
+  r.pid = 42;
+  r.runners = {"process", "slurm"};
+  r.tags = {{"host", "slurm"}};
+  r.capacity = {{"process", 4}};
+  r.profiles = {"smoke"};
+  r.slurm = p::SlurmAllocation{"123", "debug", std::string("2026-01-01T00:00:00.000Z")};
+  r.running = {{"job_1", "lse_1"}};
+  auto back = p::parse_as<p::RegisterRequest>(p::to_json_text(r));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->launch_id, r.launch_id);
+  EXPECT_EQ(back->runners, r.runners);
+  EXPECT_EQ(back->tags, r.tags);
+  EXPECT_EQ(back->capacity, r.capacity);
+  ASSERT_TRUE(back->slurm);
+  EXPECT_EQ(back->slurm->partition, "debug");
+  ASSERT_EQ(back->running.size(), 1u);
+  EXPECT_EQ(back->running[0].lease_id, "lse_1");
+}
+
+TEST(Protocol, PollResponseUsesCamelCaseAndExplicitNullDirective) {
+  p::PollResponse r;
+  p::JobAssignment a;
+  a.job_id = "job_1";
+  a.lease_id = "lse_1";
+  a.runner = "process";
+  a.spec.argv = std::vector<std::string>{"/bin/echo", "hi"};
+  a.spec.timeout_s = 30;
+  r.jobs.push_back(a);
+  r.cancel.push_back({"job_2", "lse_2", p::CancelReason::lease_lost});
+  std::string text = p::to_json_text(r);
+  EXPECT_NE(text.find("\"jobId\":\"job_1\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"timeoutS\":30"), std::string::npos) << text;  // whole numbers as integers
+  EXPECT_NE(text.find("\"reason\":\"leaseLost\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"directive\":null"), std::string::npos) << text;
+  auto back = p::parse_as<p::PollResponse>(text);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->cancel[0].reason, p::CancelReason::lease_lost);
+  EXPECT_FALSE(back->directive);
+  EXPECT_EQ(*back->jobs[0].spec.argv, (std::vector<std::string>{"/bin/echo", "hi"}));
+}
+
+TEST(Protocol, SubmissionFlattensSpec) {
+  auto s = p::parse_as<p::JobSubmission>(
+      R"({"runner":"slurm","kind":"training","payload":{"profile":"smoke","parameters":{"m":"x"}},)"
+      R"("runConfig":{"slurm":{"partition":"debug"}},"requiredTags":{"host":"slurm"},"maxAttempts":3})");
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->runner, "slurm");
+  ASSERT_TRUE(s->spec.payload);
+  EXPECT_EQ(s->spec.payload->profile, "smoke");
+  EXPECT_EQ(s->max_attempts, 3);
+  EXPECT_TRUE(s->spec.run_config.contains("slurm"));
+  std::string text = p::to_json_text(*s);
+  EXPECT_EQ(text.find("\"spec\""), std::string::npos) << text;
+}
+
+TEST(Protocol, UnknownKeysIgnoredNullIsAbsent) {
+  auto e = p::parse_as<p::EventRequest>(R"({"leaseId":"l","seq":1,"state":"running","exitCode":null,"future":[1]})");
+  ASSERT_TRUE(e) << e.error().message;
+  EXPECT_FALSE(e->exit_code);
+}
+
+TEST(Protocol, DecodeErrorsNameTheField) {
+  auto a = p::parse_as<p::JobSubmission>(R"({"argv":["ok", 3]})");
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().message, "field 'argv[1]': expected a string");
+  auto b = p::parse_as<p::EventRequest>(R"({"leaseId":"l","state":"running"})");
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error().message, "field 'seq': is required");
+  auto c = p::parse_as<p::EventRequest>(R"({"leaseId":"l","seq":1.5,"state":"running"})");
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message, "field 'seq': expected an integer");
+  auto d = p::parse_as<p::EventRequest>(R"({"leaseId":"l","seq":1,"state":"exploded"})");
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().message.find("unknown value 'exploded'"), std::string::npos);
+  auto e = p::parse_as<p::PollRequest>(R"([1,2])");
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().message, "body: expected an object");
+  auto f = p::parse_as<p::PollRequest>(R"({"free":{"process":99999999999}})");
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.error().message, "field 'free.process': integer out of range");
+}
+
+TEST(Protocol, TryValueToWorks) {
+  auto v = json::parse(R"({"jobId":"j","leaseId":"l"})");
+  auto r = json::try_value_to<p::AttemptRef>(v);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->job_id, "j");
+  EXPECT_FALSE(json::try_value_to<p::AttemptRef>(json::parse("{}")));
+}
+
+TEST(Protocol, LimitsAreEnforced) {
+  std::string deep(40, '[');
+  deep += std::string(40, ']');
+  auto a = p::parse_json(deep);
+  ASSERT_FALSE(a);
+  EXPECT_NE(a.error().message.find("deeper than 32"), std::string::npos);
+  p::Limits small;
+  small.max_string = 8;
+  small.max_array = 3;
+  EXPECT_FALSE(p::parse_json(R"(["123456789"])", small));
+  EXPECT_FALSE(p::parse_json(R"([1,2,3,4])", small));
+  EXPECT_TRUE(p::parse_json(R"([1,2,3])", small));
+  EXPECT_FALSE(p::parse_json("{\"a\":1,}"));  // no trailing commas
+  EXPECT_FALSE(p::parse_json("\"\xff\""));    // invalid UTF-8
+}
+
+TEST(Protocol, ErrorDocument) {
+  std::string doc = p::error_document({"logGap", "gap", 12});
+  EXPECT_EQ(doc, R"({"error":{"code":"logGap","message":"gap","expectedOffset":12}})");
+  auto e = p::parse_error_document(doc);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(*e->expected_offset, 12u);
+  EXPECT_FALSE(p::parse_error_document("not json"));
+}
+
+TEST(Protocol, TimesRoundTrip) {
+  auto t = std::chrono::system_clock::time_point(std::chrono::milliseconds(1'764'448'235'123));
+  std::string s = p::format_time(t);
+  EXPECT_EQ(s, "2025-11-29T20:30:35.123Z");
+  auto back = p::parse_time(s);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, t);
+  EXPECT_TRUE(p::parse_time("2025-11-29T20:30:35Z"));
+  EXPECT_TRUE(p::parse_time("2025-11-29T20:30:35.5+00:00"));
+  EXPECT_FALSE(p::parse_time("2025-11-29 20:30:35"));
+  EXPECT_FALSE(p::parse_time("2025-13-29T20:30:35Z"));
+}
+
+TEST(Protocol, IdsAndUlids) {
+  std::string u = p::new_ulid();
+  EXPECT_EQ(u.size(), 26u);
+  EXPECT_TRUE(p::is_valid_id(u));
+  EXPECT_NE(u, p::new_ulid());
+  EXPECT_FALSE(p::is_valid_id(""));
+  EXPECT_FALSE(p::is_valid_id("a/b"));
+  EXPECT_FALSE(p::is_valid_id(std::string(129, 'a')));
+  EXPECT_EQ(p::log_put_target("job_1", "stdout", 5, "lse_1"), "/v1/jobs/job_1/logs/stdout?offset=5&lease=lse_1");
+}

@@ -1,0 +1,255 @@
+// The SQLite store on a real file: dispatch, events, fencing, logs, lease loss, cancel, persistence.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "control/store.hpp"
+
+using namespace nymph::control;
+namespace p = nymph::protocol;
+
+namespace {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string templ = std::filesystem::temp_directory_path().string() + "/nymph-store-XXXXXX";
+    dir_ = ::mkdtemp(templ.data());
+    path_ = dir_ + "/c.db";
+    store_ = Store::open(path_);
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  WallTime now() { return std::chrono::system_clock::now(); }
+
+  std::string worker(std::vector<std::string> runners = {"process"}, std::map<std::string, std::string> tags = {},
+                     std::vector<std::string> profiles = {}, std::string launch = p::new_ulid()) {
+    p::RegisterRequest r;
+    r.launch_id = launch;
+    r.hostname = "h";
+    r.runners = std::move(runners);
+    r.tags = std::move(tags);
+    r.profiles = std::move(profiles);
+    return store_->register_worker(r, now()).value().reply.worker_id;
+  }
+
+  std::string submit(std::string runner = "process", std::map<std::string, std::string> tags = {},
+                     std::optional<std::string> profile = {}, int max_attempts = 2) {
+    p::JobSubmission s;
+    s.runner = std::move(runner);
+    s.required_tags = std::move(tags);
+    s.max_attempts = max_attempts;
+    if (profile) {
+      s.kind = "training";
+      s.spec.payload = p::Payload{*profile, {}};
+    } else {
+      s.spec.argv = std::vector<std::string>{"/bin/true"};
+    }
+    return store_->submit(s, now()).job.id;
+  }
+
+  PollOutcome poll(const std::string& w, std::map<std::string, int> free = {{"process", 4}},
+                   std::vector<p::AttemptRef> running = {}) {
+    p::PollRequest r;
+    r.free = std::move(free);
+    r.running = std::move(running);
+    return store_->poll(w, r, now()).value();
+  }
+
+  p::EventRequest event(const std::string& lease, std::int64_t seq, p::EventState st, std::optional<int> code = {}) {
+    p::EventRequest e;
+    e.lease_id = lease;
+    e.seq = seq;
+    e.state = st;
+    e.exit_code = code;
+    return e;
+  }
+
+  std::string dir_, path_;
+  std::unique_ptr<Store> store_;
+};
+
+}  // namespace
+
+TEST_F(StoreTest, SchemaIsVersioned) { EXPECT_EQ(store_->schema_version(), kSchemaVersion); }
+
+TEST_F(StoreTest, TokensAreHashedAndHaveRoles) {
+  std::string t = store_->create_token(Role::agent, "a", now());
+  EXPECT_EQ(t.rfind("nym_", 0), 0u);
+  EXPECT_EQ(store_->find_token(t), Role::agent);
+  EXPECT_FALSE(store_->find_token(t + "x"));
+  store_.reset();
+  std::string raw;
+  {
+    FILE* f = std::fopen(path_.c_str(), "rb");
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) raw.append(buf, n);
+    std::fclose(f);
+  }
+  EXPECT_EQ(raw.find(t.substr(4)), std::string::npos) << "the token text must not be stored";
+}
+
+TEST_F(StoreTest, DispatchIsFifoAmongJobsTheWorkerCanTake) {
+  std::string gpu_job = submit("process", {{"gpu", "yes"}});
+  std::string a = submit();
+  std::string slurm_job = submit("slurm");
+  std::string b = submit();
+  std::string training = submit("process", {}, std::string("smoke"));
+  std::string w = worker();
+  auto out = poll(w, {{"process", 2}});
+  ASSERT_EQ(out.reply.jobs.size(), 2u);
+  EXPECT_EQ(out.reply.jobs[0].job_id, a);
+  EXPECT_EQ(out.reply.jobs[1].job_id, b);
+  EXPECT_EQ(out.reply.jobs[0].attempt, 1);
+  EXPECT_TRUE(poll(w, {{"process", 0}}).reply.jobs.empty());  // no free slot
+  EXPECT_TRUE(poll(w, {{"process", 5}}).reply.jobs.empty());  // nothing else it can take
+  std::string w2 = worker({"process", "slurm"}, {{"gpu", "yes"}}, {"smoke"});
+  auto out2 = poll(w2, {{"process", 5}, {"slurm", 5}});
+  ASSERT_EQ(out2.reply.jobs.size(), 3u);
+  EXPECT_EQ(out2.reply.jobs[0].job_id, gpu_job);
+  EXPECT_EQ(out2.reply.jobs[1].job_id, slurm_job);
+  EXPECT_EQ(out2.reply.jobs[2].job_id, training);
+  EXPECT_EQ(out2.reply.jobs[2].kind, "training");
+}
+
+TEST_F(StoreTest, EventsAreIdempotentAndFenced) {
+  std::string j = submit();
+  std::string w = worker();
+  auto lease = poll(w).reply.jobs.at(0).lease_id;
+  auto r1 = store_->apply_event(j, event(lease, 1, p::EventState::running), now());
+  ASSERT_TRUE(r1);
+  EXPECT_FALSE(r1->reply.duplicate);
+  auto dup = store_->apply_event(j, event(lease, 1, p::EventState::running), now());
+  ASSERT_TRUE(dup);
+  EXPECT_TRUE(dup->reply.duplicate);
+  auto done = store_->apply_event(j, event(lease, 2, p::EventState::failed, 3), now());
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->reply.job_state, p::JobState::failed);
+  EXPECT_TRUE(done->attempt_ended);
+  auto late = store_->apply_event(j, event(lease, 3, p::EventState::running), now());
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code, "attemptFinished");
+  auto unknown = store_->apply_event(j, event("lse_nope", 1, p::EventState::running), now());
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().status, 409u);
+  EXPECT_EQ(store_->apply_event("job_nope", event(lease, 9, p::EventState::running), now()).error().status, 404u);
+  auto job = store_->get_job(j).value();
+  EXPECT_EQ(job.exit_code, 3);
+  EXPECT_EQ(job.events.size(), 2u);
+}
+
+TEST_F(StoreTest, LostLeaseRequeuesThenFencesTheOldWorker) {
+  std::string j = submit();
+  std::string w1 = worker();
+  auto lease1 = poll(w1).reply.jobs.at(0).lease_id;
+  auto x = store_->expire_lease(lease1, "test", now());
+  EXPECT_TRUE(x.expired);
+  ASSERT_TRUE(x.requeued);
+  EXPECT_EQ(store_->get_job(j)->state, p::JobState::queued);
+  std::string w2 = worker();
+  auto a2 = poll(w2).reply.jobs.at(0);
+  EXPECT_EQ(a2.attempt, 2);
+  EXPECT_EQ(store_->apply_event(j, event(lease1, 1, p::EventState::running), now()).error().code, "leaseLost");
+  EXPECT_EQ(store_->append_log(j, "stdout", lease1, 0, "x").error().code, "leaseLost");
+  auto old = poll(w1, {{"process", 1}}, {{j, lease1}});
+  ASSERT_EQ(old.reply.cancel.size(), 1u);
+  EXPECT_EQ(old.reply.cancel[0].reason, p::CancelReason::lease_lost);
+  auto cur = poll(w2, {{"process", 1}}, {{j, a2.lease_id}});
+  EXPECT_TRUE(cur.reply.cancel.empty());
+  EXPECT_EQ(cur.renewed_leases, std::vector<std::string>{a2.lease_id});
+  // The last attempt lost: the job is lost.
+  EXPECT_FALSE(store_->expire_lease(a2.lease_id, "test", now()).requeued);
+  EXPECT_EQ(store_->get_job(j)->state, p::JobState::lost);
+  EXPECT_FALSE(store_->expire_lease(a2.lease_id, "again", now()).expired);
+}
+
+TEST_F(StoreTest, CancelQueuedRunningAndFinished) {
+  std::string q = submit();
+  auto c = store_->cancel_job(q, now()).value();
+  EXPECT_EQ(c.job.state, p::JobState::cancelled);
+  EXPECT_FALSE(c.wake_worker);
+  std::string r = submit();
+  std::string w = worker();
+  auto lease = poll(w).reply.jobs.at(0).lease_id;
+  auto c2 = store_->cancel_job(r, now()).value();
+  EXPECT_EQ(c2.job.state, p::JobState::cancelling);
+  EXPECT_EQ(c2.wake_worker, w);
+  auto p2 = poll(w, {{"process", 1}}, {{r, lease}});
+  ASSERT_EQ(p2.reply.cancel.size(), 1u);
+  EXPECT_EQ(p2.reply.cancel[0].reason, p::CancelReason::user);
+  store_->apply_event(r, event(lease, 1, p::EventState::cancelled), now()).value();
+  EXPECT_EQ(store_->get_job(r)->state, p::JobState::cancelled);
+  std::string s = submit();
+  auto l3 = poll(w).reply.jobs.at(0).lease_id;
+  store_->apply_event(s, event(l3, 1, p::EventState::succeeded, 0), now()).value();
+  EXPECT_EQ(store_->cancel_job(s, now()).error().code, "jobFinished");
+}
+
+TEST_F(StoreTest, LogOffsetsOverlapGapAndBinary) {
+  std::string j = submit();
+  std::string w = worker();
+  auto lease = poll(w).reply.jobs.at(0).lease_id;
+  std::string all;
+  for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
+  EXPECT_EQ(store_->append_log(j, "stdout", lease, 0, all.substr(0, 100)).value(), 100u);
+  EXPECT_EQ(store_->append_log(j, "stdout", lease, 50, all.substr(50, 100)).value(), 150u);  // overlap
+  EXPECT_EQ(store_->append_log(j, "stdout", lease, 0, all.substr(0, 10)).value(), 150u);     // repeat
+  auto gap = store_->append_log(j, "stdout", lease, 200, all.substr(200));
+  ASSERT_FALSE(gap);
+  EXPECT_EQ(gap.error().code, "logGap");
+  EXPECT_EQ(gap.error().expected_offset, 150u);
+  EXPECT_EQ(store_->append_log(j, "stdout", lease, 150, all.substr(150)).value(), 256u);
+  auto read = store_->read_log(j, "stdout", 0, std::nullopt, 1 << 20).value();
+  EXPECT_EQ(read.data, all);
+  EXPECT_EQ(read.size, 256u);
+  auto tail = store_->read_log(j, "stdout", 120, std::nullopt, 10).value();
+  EXPECT_EQ(tail.data, all.substr(120, 10));
+  EXPECT_TRUE(store_->read_log(j, "stderr", 0, std::nullopt, 100)->data.empty());
+}
+
+TEST_F(StoreTest, ReregisterKeepsIdAndReconcilesRunning) {
+  std::string launch = p::new_ulid();
+  std::string w = worker({"process"}, {}, {}, launch);
+  std::string j = submit();
+  auto lease = poll(w).reply.jobs.at(0).lease_id;
+  p::ExitRequest ex;
+  ex.exit_reason = p::ExitReason::sigterm;
+  store_->worker_exit(w, ex, now()).value();
+  EXPECT_EQ(store_->poll(w, {}, now()).error().code, "unknownWorker");
+  p::RegisterRequest r;
+  r.launch_id = launch;
+  r.hostname = "h";
+  r.runners = {"process"};
+  r.running = {{j, lease}, {"job_gone", "lse_gone"}};
+  auto again = store_->register_worker(r, now()).value();
+  EXPECT_FALSE(again.created);
+  EXPECT_EQ(again.reply.worker_id, w);
+  EXPECT_EQ(again.renewed_leases, std::vector<std::string>{lease});
+  ASSERT_EQ(again.reply.cancel.size(), 1u);
+  EXPECT_EQ(again.reply.cancel[0].job_id, "job_gone");
+  auto info = store_->list_workers().workers.at(0);
+  EXPECT_EQ(info.status, p::WorkerStatus::active);
+  EXPECT_FALSE(info.exit_reason);
+  EXPECT_EQ(info.running_jobs, std::vector<std::string>{j});
+}
+
+TEST_F(StoreTest, StateSurvivesReopen) {
+  std::string j = submit();
+  std::string w = worker();
+  auto lease = poll(w).reply.jobs.at(0).lease_id;
+  store_->append_log(j, "stdout", lease, 0, "abc").value();
+  store_.reset();
+  store_ = Store::open(path_);
+  auto live = store_->live_state();
+  EXPECT_EQ(live.active_workers, std::vector<std::string>{w});
+  EXPECT_EQ(live.live_leases, std::vector<std::string>{lease});
+  EXPECT_EQ(store_->read_log(j, "stdout", 0, std::nullopt, 100)->data, "abc");
+  EXPECT_TRUE(store_->mark_stale(w));
+  EXPECT_FALSE(store_->mark_stale(w));
+  EXPECT_EQ(store_->counts().workers_by_status["stale"], 1);
+}
