@@ -11,12 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <cstdlib>
-#include <utility>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -25,6 +19,11 @@
 #include <boost/process/v2/posix/default_launcher.hpp>
 #include <boost/process/v2/process.hpp>
 #include <boost/process/v2/stdio.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
 
 extern char** environ;
 
@@ -75,7 +74,9 @@ Fd above_stdio(int fd) {
   return Fd(moved);
 }
 
-std::string errno_text(int err) { return std::strerror(err); }
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
 
 // Opens the parent-side fd that becomes the child's stdout/stderr; for a pipe, also returns the read end.
 Result<Fd> open_output(const OutputTarget& target, Fd& read_end) {
@@ -211,7 +212,9 @@ void reset_signals() {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
-error_code last_error() { return error_code(errno, boost::system::system_category()); }
+error_code last_error() {
+  return error_code(errno, boost::system::system_category());
+}
 
 // Boost.Process v2 initialiser, passed after process_stdio. The hooks are variadic on purpose: Boost 1.81
 // probes on_exec_error/on_error with a 5-argument call, so the natural 4-argument forms are never called.
@@ -219,8 +222,7 @@ struct ChildSetup {
   Grouping grouping;
   const char* working_dir;  // nullptr: stay in the agent's directory
 
-  error_code on_exec_setup(bp::posix::default_launcher& launcher, const bp::filesystem::path&,
-                           const char* const*) {
+  error_code on_exec_setup(bp::posix::default_launcher& launcher, const bp::filesystem::path&, const char* const*) {
     if ((grouping == Grouping::session ? ::setsid() : ::setpgid(0, 0)) < 0) return last_error();
     if (working_dir != nullptr && ::chdir(working_dir) != 0) return last_error();
     reset_signals();
@@ -261,8 +263,10 @@ Environment current_environment() {
 
 ExitStatus ExitStatus::from_wait_status(int status) {
   ExitStatus s;
-  if (WIFEXITED(status)) s.exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) s.signal = WTERMSIG(status);
+  if (WIFEXITED(status))
+    s.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    s.signal = WTERMSIG(status);
   return s;
 }
 
@@ -332,10 +336,10 @@ Result<ChildProcess> ChildProcess::launch(const asio::any_io_executor& exec, Lau
   error_code ec;
   // The executor overload: launcher(ctx, ec, ...) throws instead of setting ec in 1.81. A `const char**`
   // argument list is passed through verbatim, argv[0] included.
-  auto proc = launcher(exec, ec, bp::filesystem::path(executable), argv.data(),
-                       bp::process_stdio{{in.get()}, {out_write->get()}, {err_write->get()}},
-                       ChildSetup{options.grouping,
-                                  options.working_dir.empty() ? nullptr : options.working_dir.c_str()});
+  auto proc =
+      launcher(exec, ec, bp::filesystem::path(executable), argv.data(),
+               bp::process_stdio{{in.get()}, {out_write->get()}, {err_write->get()}},
+               ChildSetup{options.grouping, options.working_dir.empty() ? nullptr : options.working_dir.c_str()});
   if (ec) return cannot(ec.message());
 
   auto impl = std::make_unique<Impl>(Impl{std::move(proc), launcher.pid, std::nullopt, std::nullopt, std::nullopt});
@@ -346,10 +350,16 @@ Result<ChildProcess> ChildProcess::launch(const asio::any_io_executor& exec, Lau
   return ChildProcess(std::move(impl));
 }
 
-pid_t ChildProcess::pid() const { return impl_ ? impl_->pid : -1; }
+pid_t ChildProcess::pid() const {
+  return impl_ ? impl_->pid : -1;
+}
 
-asio::posix::stream_descriptor* ChildProcess::out() { return impl_ && impl_->out ? &*impl_->out : nullptr; }
-asio::posix::stream_descriptor* ChildProcess::err() { return impl_ && impl_->err ? &*impl_->err : nullptr; }
+asio::posix::stream_descriptor* ChildProcess::out() {
+  return impl_ && impl_->out ? &*impl_->out : nullptr;
+}
+asio::posix::stream_descriptor* ChildProcess::err() {
+  return impl_ && impl_->err ? &*impl_->err : nullptr;
+}
 
 bool ChildProcess::signal_group(int sig) noexcept {
   return pid() > 0 && ::kill(-pid(), sig) == 0;
@@ -427,7 +437,7 @@ namespace {
 struct Capture {
   explicit Capture(const asio::any_io_executor& exec) : all_read(exec, std::chrono::steady_clock::time_point::max()) {}
   int readers = 0;
-  bool final_drain = false;   // writers are gone or escaped: read what is buffered, then stop
+  bool final_drain = false;     // writers are gone or escaped: read what is buffered, then stop
   asio::steady_timer all_read;  // cancelled when the last reader finishes
 };
 
@@ -482,8 +492,8 @@ asio::awaitable<void> supervise_command(ChildProcess* child, CommandResult* resu
 
 }  // namespace
 
-asio::awaitable<Result<CommandResult>> run_command(std::vector<std::string> argv, Environment env,
-                                                   milliseconds timeout, CommandOptions options) {
+asio::awaitable<Result<CommandResult>> run_command(std::vector<std::string> argv, Environment env, milliseconds timeout,
+                                                   CommandOptions options) {
   auto exec = co_await asio::this_coro::executor;
   LaunchOptions launch{std::move(argv), std::move(env), options.working_dir};
   auto child = ChildProcess::launch(exec, std::move(launch));

@@ -7,6 +7,9 @@
 // Everything here runs on the caller's io_context and never blocks it for longer than a fork+exec.
 #include <sys/types.h>
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <chrono>
 #include <cstddef>
 #include <map>
@@ -14,10 +17,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 
 #include "common/error.hpp"
 
@@ -134,9 +133,9 @@ class ChildProcess {
 
 // Options of run_command beyond argv, environment and timeout.
 struct CommandOptions {
-  std::string working_dir;                         // empty: the agent's
-  std::chrono::milliseconds kill_grace{2000};      // on timeout: SIGTERM, this long, then SIGKILL
-  std::size_t max_output = 1024 * 1024;            // bytes kept per stream; the rest is read and dropped
+  std::string working_dir;                     // empty: the agent's
+  std::chrono::milliseconds kill_grace{2000};  // on timeout: SIGTERM, this long, then SIGKILL
+  std::size_t max_output = 1024 * 1024;        // bytes kept per stream; the rest is read and dropped
 };
 
 // What run_command collected.
@@ -146,7 +145,7 @@ struct CommandResult {
   std::string err;             // stderr, likewise
   bool out_truncated = false;  // stdout was longer than max_output
   bool err_truncated = false;
-  bool timed_out = false;      // the timeout expired and the group was terminated (status is then the signal)
+  bool timed_out = false;  // the timeout expired and the group was terminated (status is then the signal)
 };
 
 // Runs `argv` (no shell) with exactly `env` in its own process group, stdin from /dev/null, and captures
@@ -155,8 +154,7 @@ struct CommandResult {
 // the program exits are terminated the same way, so the call always returns. Returns an Error only when the
 // program cannot be started (message names it). Not cancellable: bound it with `timeout`.
 boost::asio::awaitable<Result<CommandResult>> run_command(std::vector<std::string> argv, Environment env,
-                                                          std::chrono::milliseconds timeout,
-                                                          CommandOptions options);
+                                                          std::chrono::milliseconds timeout, CommandOptions options);
 
 // run_command with default CommandOptions. (An overload, not a default argument: GCC 12 destroys a
 // defaulted class-type argument twice when the call is made inside a coroutine.)

@@ -3,12 +3,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <exception>
-#include <system_error>
-#include <utility>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
@@ -16,6 +10,11 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <system_error>
+#include <utility>
 
 #include "runners/child_process.hpp"
 
@@ -32,6 +31,7 @@ struct ProcessRunner::Attempt {
   explicit Attempt(const asio::any_io_executor& exec) : wake(exec) {}
   std::optional<StopReason> stop;  // set by stop()
   asio::steady_timer wake;         // expires at the job's timeout; cancelled by stop()
+  fs::path dir;                    // its work directory, once created
 };
 
 namespace {
@@ -41,10 +41,14 @@ constexpr std::size_t final_drain_budget = 1024 * 1024;
 
 std::string_view reason_name(StopReason why) {
   switch (why) {
-    case StopReason::user_cancel: return "user_cancel";
-    case StopReason::lease_lost: return "lease_lost";
-    case StopReason::timeout: return "timeout";
-    case StopReason::shutdown: return "shutdown";
+    case StopReason::user_cancel:
+      return "user_cancel";
+    case StopReason::lease_lost:
+      return "lease_lost";
+    case StopReason::timeout:
+      return "timeout";
+    case StopReason::shutdown:
+      return "shutdown";
   }
   return "unknown";
 }
@@ -56,7 +60,9 @@ JobUpdate failed(std::string message) {
   return u;
 }
 
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
 
 // [A-Za-z_][A-Za-z0-9_]*
 bool valid_env_name(std::string_view name) {
@@ -113,7 +119,8 @@ Result<std::vector<std::string>> job_argv(const JobSpec& spec, const ProcessRunn
   if (spec.kind != "command") return fail("the process runner runs kind=command jobs, not '" + spec.kind + "'");
   if (spec.command && !spec.argv.empty()) return fail("a job has either argv or command, not both");
   if (spec.command) {
-    if (!cfg.allow_commands) return fail("command jobs are not allowed on this agent (allow_commands = false); use argv");
+    if (!cfg.allow_commands)
+      return fail("command jobs are not allowed on this agent (allow_commands = false); use argv");
     std::vector<std::string> argv{"/bin/sh", "-c", *spec.command};
     return argv;
   }
@@ -125,7 +132,11 @@ Result<std::vector<std::string>> job_argv(const JobSpec& spec, const ProcessRunn
 struct Session {
   Session(ChildProcess& c, JobReporter& r, const ProcessRunnerConfig& cfg, std::optional<StopReason>& stop,
           asio::steady_timer& wake)
-      : child(c), reporter(r), cfg(cfg), stop(stop), wake(wake),
+      : child(c),
+        reporter(r),
+        cfg(cfg),
+        stop(stop),
+        wake(wake),
         all_read(wake.get_executor(), Clock::time_point::max()) {}
   ChildProcess& child;
   JobReporter& reporter;
@@ -134,7 +145,7 @@ struct Session {
   asio::steady_timer& wake;
   asio::steady_timer all_read;  // cancelled when the last reader finishes
   int readers = 0;
-  bool final_drain = false;     // the group is gone but a pipe is still open: take what is buffered, stop
+  bool final_drain = false;  // the group is gone but a pipe is still open: take what is buffered, stop
   bool timed_out = false;
   std::optional<StopReason> stopped_by;  // the stop that ended the process (not one arriving after its exit)
   ExitStatus status;
@@ -225,6 +236,10 @@ asio::awaitable<void> watch(Session* s) {
       break;
     }
     auto first = co_await (wait_quietly(&s->child) || s->wake.async_wait(use_tuple));
+    // The caller cancelled run(): supervise() terminates the group and lets the exception through.
+    auto state = co_await asio::this_coro::cancellation_state;
+    if (state.cancelled() != asio::cancellation_type::none)
+      throw boost::system::system_error(asio::error::operation_aborted);
     if (first.index() == 0) break;  // exited on its own
     if (!std::get<0>(std::get<1>(first))) {
       s->timed_out = true;
@@ -308,7 +323,9 @@ ProcessRunner::~ProcessRunner() {
   if (remover_) remover_->join();
 }
 
-std::string_view ProcessRunner::name() const { return "process"; }
+std::string_view ProcessRunner::name() const {
+  return "process";
+}
 
 // Creates `<work_dir>/<jobId>-<attempt>` afresh, mode 0700; records it for release().
 Result<fs::path> ProcessRunner::make_work_dir(const JobSpec& spec) {
@@ -343,9 +360,10 @@ asio::awaitable<JobUpdate> ProcessRunner::run(JobSpec spec, JobReporter& reporte
   if (spec.timeout && spec.timeout->count() <= 0) co_return failed("timeout must be positive");
   auto dir = make_work_dir(spec);
   if (!dir) co_return failed(dir.error().message);
+  attempt.dir = *dir;
 
-  auto child = ChildProcess::launch(
-      exec, LaunchOptions{std::move(*argv), job_environment(spec, *dir, config_), dir->string()});
+  auto child =
+      ChildProcess::launch(exec, LaunchOptions{std::move(*argv), job_environment(spec, *dir, config_), dir->string()});
   if (!child) {
     log_->warn("{}: {}", who, child.error().message);
     co_return failed(child.error().message);
@@ -368,18 +386,27 @@ void ProcessRunner::stop(const std::string& job_id, StopReason why) {
 void ProcessRunner::release(const std::string& job_id) {
   auto it = dirs_.find(job_id);
   if (it == dirs_.end()) return;
-  std::vector<fs::path> dirs = std::move(it->second);
-  dirs_.erase(it);
-  if (config_.keep_work_dirs) return;
-  for (const auto& dir : dirs) discard_dir(dir);
+  // A later attempt of the same job may be running: its directory stays until its own release().
+  auto running = attempts_.find(job_id);
+  const fs::path in_use = running != attempts_.end() ? running->second->dir : fs::path();
+  std::vector<fs::path> keep;
+  for (auto& dir : it->second) {
+    if (!in_use.empty() && dir == in_use)
+      keep.push_back(std::move(dir));
+    else if (!config_.keep_work_dirs)
+      discard_dir(dir);
+  }
+  if (keep.empty())
+    dirs_.erase(it);
+  else
+    it->second = std::move(keep);
 }
 
 // Renames `dir` to a hidden name beside it, then deletes that tree on the remover thread.
 void ProcessRunner::discard_dir(const fs::path& dir) {
   std::error_code ec;
-  fs::path doomed = dir.parent_path() /
-                    (".removing-" + dir.filename().string() + "-" + std::to_string(::getpid()) + "-" +
-                     std::to_string(++removals_));
+  fs::path doomed = dir.parent_path() / (".removing-" + dir.filename().string() + "-" + std::to_string(::getpid()) +
+                                         "-" + std::to_string(++removals_));
   fs::rename(dir, doomed, ec);
   if (ec) {
     log_->warn("cannot remove work directory {}: {}", dir.string(), ec.message());

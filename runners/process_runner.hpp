@@ -1,5 +1,8 @@
 #pragma once
 // The `process` runner: runs a job as a local child process of the agent (see issue 4).
+#include <spdlog/logger.h>
+
+#include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -10,9 +13,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <boost/asio/awaitable.hpp>
-#include <spdlog/logger.h>
 
 #include "common/error.hpp"
 #include "runners/runner.hpp"
@@ -74,7 +74,8 @@ class ProcessRunner final : public Runner {
 
   // Removes the work directories of `job_id`'s finished attempts unless keep_work_dirs: each is renamed
   // away at once (its path is free again when this returns) and deleted on a background thread, so a
-  // large tree never blocks the io_context. Unknown ids are ignored. Never throws (failures are logged).
+  // large tree never blocks the io_context. The directory of an attempt still inside run() is left alone.
+  // Unknown ids are ignored. Never throws (failures are logged).
   void release(const std::string& job_id) override;
 
   // Number of attempts currently inside run().
@@ -88,9 +89,9 @@ class ProcessRunner final : public Runner {
 
   ProcessRunnerConfig config_;
   std::shared_ptr<spdlog::logger> log_;
-  std::map<std::string, Attempt*> attempts_;                          // by job id, while in run()
-  std::map<std::string, std::vector<std::filesystem::path>> dirs_;   // by job id, until release()
-  std::unique_ptr<boost::asio::thread_pool> remover_;                 // created on first removal
+  std::map<std::string, Attempt*> attempts_;                        // by job id, while in run()
+  std::map<std::string, std::vector<std::filesystem::path>> dirs_;  // by job id, until release()
+  std::unique_ptr<boost::asio::thread_pool> remover_;               // created on first removal
   std::uint64_t removals_ = 0;
 };
 

@@ -14,12 +14,31 @@
 
 namespace {
 
-constexpr int newer_syscalls[] = {316 /*renameat2*/, 317 /*seccomp*/, 318 /*getrandom*/, 319 /*memfd_create*/,
-  322 /*execveat*/, 324 /*membarrier*/, 325 /*mlock2*/, 326 /*copy_file_range*/, 327, 328 /*preadv2/pwritev2*/,
-  332 /*statx*/, 334 /*rseq*/, 424 /*pidfd_send_signal*/, 434 /*pidfd_open*/, 435 /*clone3*/, 436 /*close_range*/,
-  437 /*openat2*/, 438 /*pidfd_getfd*/, 439 /*faccessat2*/, 441 /*epoll_pwait2*/, 449 /*futex_waitv*/};
+constexpr int newer_syscalls[] = {316 /*renameat2*/,
+                                  317 /*seccomp*/,
+                                  318 /*getrandom*/,
+                                  319 /*memfd_create*/,
+                                  322 /*execveat*/,
+                                  324 /*membarrier*/,
+                                  325 /*mlock2*/,
+                                  326 /*copy_file_range*/,
+                                  327,
+                                  328 /*preadv2/pwritev2*/,
+                                  332 /*statx*/,
+                                  334 /*rseq*/,
+                                  424 /*pidfd_send_signal*/,
+                                  434 /*pidfd_open*/,
+                                  435 /*clone3*/,
+                                  436 /*close_range*/,
+                                  437 /*openat2*/,
+                                  438 /*pidfd_getfd*/,
+                                  439 /*faccessat2*/,
+                                  441 /*epoll_pwait2*/,
+                                  449 /*futex_waitv*/};
 
-sock_filter stmt(unsigned code, unsigned k) { return sock_filter{static_cast<unsigned short>(code), 0, 0, k}; }
+sock_filter stmt(unsigned code, unsigned k) {
+  return sock_filter{static_cast<unsigned short>(code), 0, 0, k};
+}
 sock_filter jump(unsigned code, unsigned k, unsigned char jt, unsigned char jf) {
   return sock_filter{static_cast<unsigned short>(code), jt, jf, k};
 }

@@ -5,6 +5,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -15,12 +20,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include "runners/runner.hpp"
 

@@ -1,16 +1,15 @@
 // Real child processes through nymph::runners::ChildProcess and run_command.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <boost/asio/io_context.hpp>
-#include <gtest/gtest.h>
 
 #include "runners/child_process.hpp"
 #include "tests/runners/process_helpers.hpp"
@@ -26,7 +25,9 @@ using test::run_coro;
 
 const std::string child_bin = NYMPH_TEST_CHILD;
 
-Environment minimal_env() { return {{"PATH", "/usr/bin:/bin"}, {"ONLY_ME", "1"}}; }
+Environment minimal_env() {
+  return {{"PATH", "/usr/bin:/bin"}, {"ONLY_ME", "1"}};
+}
 
 std::vector<std::string> child_args(std::vector<std::string> args) {
   args.insert(args.begin(), child_bin);
@@ -47,7 +48,8 @@ class ChildProcessTest : public ::testing::Test {
 
 TEST_F(ChildProcessTest, ArgvIsPassedVerbatim) {
   // --exit stops the helper before it would parse the odd arguments as actions.
-  std::vector<std::string> args = {"--print-args", "--exit", "0", "two words", "it's \"quoted\"", "$(id)", "`id`", "*", ""};
+  std::vector<std::string> args = {"--print-args", "--exit", "0", "two words", "it's \"quoted\"",
+                                   "$(id)",        "`id`",   "*", ""};
   auto r = run_coro(ioc, run_ok(child_args(args)));
   ASSERT_TRUE(r.status.success()) << r.status.describe() << r.err;
   std::vector<std::string> expected = child_args(args);
@@ -137,8 +139,8 @@ TEST_F(ChildProcessTest, WorkingDirectory) {
 TEST_F(ChildProcessTest, CapturedOutputIsBoundedButFullyDrained) {
   CommandOptions opts;
   opts.max_output = 1000;
-  auto r = run_coro(ioc, run_ok(child_args({"--write", "300000", "--write-err", "10", "--exit", "0"}),
-                                minimal_env(), 10s, opts));
+  auto r = run_coro(
+      ioc, run_ok(child_args({"--write", "300000", "--write-err", "10", "--exit", "0"}), minimal_env(), 10s, opts));
   EXPECT_TRUE(r.status.success());
   EXPECT_EQ(r.out.size(), 1000u);
   EXPECT_TRUE(r.out_truncated);
@@ -153,8 +155,8 @@ TEST_F(ChildProcessTest, TimeoutTerminatesTheGroupIncludingGrandchildren) {
   CommandOptions opts;
   opts.kill_grace = 2s;
   auto started = std::chrono::steady_clock::now();
-  auto r = run_coro(ioc, run_ok(child_args({"--spawn", "3", pids.string(), "--sleep", "60000"}), minimal_env(),
-                                500ms, opts));
+  auto r = run_coro(
+      ioc, run_ok(child_args({"--spawn", "3", pids.string(), "--sleep", "60000"}), minimal_env(), 500ms, opts));
   auto took = std::chrono::steady_clock::now() - started;
   EXPECT_TRUE(r.timed_out);
   EXPECT_EQ(r.status.signal, SIGTERM);

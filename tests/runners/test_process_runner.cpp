@@ -1,19 +1,18 @@
 // The process runner with real child processes and signals.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/io_context.hpp>
-#include <gtest/gtest.h>
 
 #include "common/logging.hpp"
 #include "runners/process_runner.hpp"
@@ -27,6 +26,7 @@ namespace asio = boost::asio;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using asio::experimental::awaitable_operators::operator&&;
+using asio::experimental::awaitable_operators::operator||;
 using test::lines;
 using test::run_coro;
 
@@ -186,8 +186,8 @@ TEST_F(ProcessRunnerTest, StopKillsTheWholeGroupIncludingGrandchildren) {
   ProcessRunner runner(config(), null_logger());
   auto pids = tmp / "pids";
   auto spec = argv_job({"--spawn", "3", pids.string(), "--pid-file", (tmp / "leader").string(), "--sleep", "60000"});
-  auto final = run_coro(ioc, run_with(&runner, spec, &reporter,
-                                      stop_when_lines(&runner, pids, 3, "job1", StopReason::user_cancel)));
+  auto final = run_coro(
+      ioc, run_with(&runner, spec, &reporter, stop_when_lines(&runner, pids, 3, "job1", StopReason::user_cancel)));
   EXPECT_EQ(final.state, JobState::cancelled) << final.message;
   EXPECT_EQ(final.signal, SIGTERM);
   EXPECT_NE(final.message.find("user_cancel"), std::string::npos) << final.message;
@@ -200,9 +200,9 @@ TEST_F(ProcessRunnerTest, StopKillsTheWholeGroupIncludingGrandchildren) {
 
 TEST_F(ProcessRunnerTest, StopReasonsMapToFinalStates) {
   ProcessRunner runner(config(), null_logger());
-  for (auto [why, state] : {std::pair{StopReason::lease_lost, JobState::cancelled},
-                            std::pair{StopReason::shutdown, JobState::cancelled},
-                            std::pair{StopReason::timeout, JobState::failed}}) {
+  for (auto [why, state] :
+       {std::pair{StopReason::lease_lost, JobState::cancelled}, std::pair{StopReason::shutdown, JobState::cancelled},
+        std::pair{StopReason::timeout, JobState::failed}}) {
     auto ready = tmp / ("ready-" + std::to_string(static_cast<int>(why)));
     test::RecordingReporter r;
     auto spec = argv_job({"--pid-file", ready.string(), "--sleep", "60000"});
@@ -217,8 +217,8 @@ TEST_F(ProcessRunnerTest, IgnoredTermGetsKillAfterGrace) {
   // --pid-file comes after --ignore-term: once it exists, SIGTERM is ignored.
   auto spec = argv_job({"--ignore-term", "--pid-file", ready.string(), "--sleep", "60000"});
   auto started = std::chrono::steady_clock::now();
-  auto final = run_coro(ioc, run_with(&runner, spec, &reporter,
-                                      stop_when_lines(&runner, ready, 1, "job1", StopReason::user_cancel)));
+  auto final = run_coro(
+      ioc, run_with(&runner, spec, &reporter, stop_when_lines(&runner, ready, 1, "job1", StopReason::user_cancel)));
   auto took = std::chrono::steady_clock::now() - started;
   EXPECT_EQ(final.state, JobState::cancelled);
   EXPECT_EQ(final.signal, SIGKILL);
@@ -380,6 +380,57 @@ TEST_F(ProcessRunnerTest, InvalidSpecsFail) {
   zero.timeout = std::chrono::seconds(0);
   expect_failed(zero, "timeout");
   EXPECT_FALSE(fs::exists(tmp / "escape-1"));
+}
+
+// Returns once `file` has `n` lines (bounded wait).
+asio::awaitable<void> lines_written(fs::path file, std::size_t n) {
+  if (!co_await test::poll_until([&] { return test::read_pids(file).size() >= n; }))
+    throw std::runtime_error("the job never wrote " + file.string());
+}
+
+// Runs `spec` until the job has written `n` pids to `file`, then cancels run() from outside (`||` sends the
+// cancellation into it). Returns whether run() was the one cancelled.
+asio::awaitable<bool> cancel_run_when(ProcessRunner* runner, JobSpec spec, JobReporter* reporter, fs::path file,
+                                      std::size_t n) {
+  auto first = co_await (runner->run(std::move(spec), *reporter) || lines_written(file, n));
+  co_return first.index() == 1;
+}
+
+TEST_F(ProcessRunnerTest, CancellingRunTerminatesTheGroup) {
+  ProcessRunner runner(config(), null_logger());
+  auto pids = tmp / "pids";
+  auto spec = argv_job({"--pid-file", (tmp / "leader").string(), "--spawn", "2", pids.string(), "--sleep", "60000"});
+  EXPECT_TRUE(run_coro(ioc, cancel_run_when(&runner, spec, &reporter, pids, 2)));
+  auto leader = test::read_pids(tmp / "leader");
+  auto grandchildren = test::read_pids(pids);
+  ASSERT_EQ(leader.size(), 1u);
+  ASSERT_EQ(grandchildren.size(), 2u);
+  EXPECT_TRUE(test::process_dead(leader[0]));
+  for (pid_t g : grandchildren) EXPECT_TRUE(test::process_dead(g)) << g;
+  EXPECT_TRUE(test::child_processes().empty());
+  EXPECT_EQ(runner.active(), 0u);
+}
+
+// Releases job "again" while its attempt 2 runs, checks only attempt 1's directory went, then stops it.
+asio::awaitable<void> release_during_second_attempt(ProcessRunner* runner, fs::path ready, fs::path work) {
+  co_await lines_written(ready, 1);
+  runner->release("again");
+  if (fs::exists(work / "again-1") || !fs::exists(work / "again-2")) throw std::runtime_error("wrong dir released");
+  runner->stop("again", StopReason::user_cancel);
+}
+
+TEST_F(ProcessRunnerTest, ReleaseLeavesARunningAttemptsDirectory) {
+  ProcessRunner runner(config(), null_logger());
+  auto first = run(runner, argv_job({"--exit", "1"}, "again"));
+  ASSERT_EQ(first.state, JobState::failed);
+  auto ready = tmp / "ready";
+  auto second = argv_job({"--pid-file", ready.string(), "--sleep", "60000"}, "again");
+  second.attempt = 2;
+  auto final =
+      run_coro(ioc, run_with(&runner, second, &reporter, release_during_second_attempt(&runner, ready, tmp / "work")));
+  EXPECT_EQ(final.state, JobState::cancelled);
+  runner.release("again");
+  EXPECT_FALSE(fs::exists(tmp / "work" / "again-2"));
 }
 
 }  // namespace

@@ -1,19 +1,18 @@
 // 100 MB of job output through a deliberately slow reporter: every byte arrives in order at the right
 // offset, and the runner reads no faster than the reporter accepts (bounded memory).
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdint>
-#include <fstream>
-#include <string>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <gtest/gtest.h>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <string>
 
 #include "common/logging.hpp"
 #include "runners/process_runner.hpp"
@@ -21,7 +20,9 @@
 #include "tests/support/run_coro.hpp"
 
 // Keep ASan's quarantine of freed chunks small so the peak-RSS figure measures the runner, not ASan.
-extern "C" const char* __asan_default_options() { return "quarantine_size_mb=4"; }
+extern "C" const char* __asan_default_options() {
+  return "quarantine_size_mb=4";
+}
 
 namespace nymph::runners {
 namespace {
