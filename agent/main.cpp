@@ -6,15 +6,11 @@
 
 #include "agent/probe.hpp"
 #include "agent/run_main.hpp"
+#include "agent/slurm_jobs_main.hpp"
 #include "installer/cli.hpp"
 #include "nymph/version.hpp"
 
 namespace {
-
-int not_built_yet(const std::string& what) {
-  std::cerr << "nymph " << what << ": not implemented yet in this version (" << nymph::kVersion << ")\n";
-  return 2;
-}
 
 int run_probe(bool json) {
   auto result = nymph::agent::probe_host(nymph::agent::probe_inputs_from_environment());
@@ -49,12 +45,19 @@ int main(int argc, char** argv) {
   auto* probe = app.add_subcommand("probe", "Print what this host would advertise to a control plane");
   probe->add_flag("--json", probe_json, "Print one JSON object");
   auto* slurm = app.add_subcommand("slurm", "Slurm helpers (e.g. `nymph slurm jobs`)");
+  slurm->require_subcommand(1);
+  bool slurm_json = false;
+  double slurm_timeout_s = 30;
+  auto* slurm_jobs = slurm->add_subcommand("jobs", "List this user's Slurm jobs");
+  slurm_jobs->add_flag("--json", slurm_json, "Print one JSON object");
+  slurm_jobs->add_option("--timeout", slurm_timeout_s, "Seconds squeue may take")->check(CLI::PositiveNumber);
 
   CLI11_PARSE(app, argc, argv);
 
   if (*probe) return run_probe(probe_json);
   if (*run) return nymph::agent::run_main(run_args);
   if (auto status = installer->run()) return *status;
-  if (*slurm) return not_built_yet("slurm");
+  if (*slurm_jobs)
+    return nymph::agent::slurm_jobs_main(slurm_json, std::chrono::milliseconds(static_cast<long long>(slurm_timeout_s * 1000)));
   return 2;
 }

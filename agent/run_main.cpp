@@ -17,6 +17,8 @@
 #include "nymph/version.hpp"
 #include "runners/child_process.hpp"
 #include "runners/process_runner.hpp"
+#include "runners/slurm/child_command_runner.hpp"
+#include "runners/slurm/slurm_runner.hpp"
 
 namespace nymph::agent {
 
@@ -69,6 +71,50 @@ DaemonSettings make_settings(const AgentConfig& c, const ProbeResult& probe, con
   s.lifecycle.idle_exit = c.worker.idle_exit;
   s.status_file = cwd / "status.json";
   return s;
+}
+
+std::unique_ptr<runners::slurm::SlurmRunner> make_slurm_runner(asio::any_io_executor ex, const AgentConfig& c,
+                                                               const fs::path& cwd, std::shared_ptr<spdlog::logger> log) {
+  runners::slurm::SlurmRunnerConfig sc;
+  sc.enabled = c.slurm.enabled;
+  sc.poll_interval = c.slurm.poll_interval;
+  sc.account = c.slurm.account;
+  sc.qos = c.slurm.qos;
+  sc.partition = c.slurm.partition;
+  sc.launch_dir = c.slurm.launch_dir.empty() ? cwd : fs::absolute(c.slurm.launch_dir);
+  sc.max_jobs = c.slurm.max_jobs;
+  sc.max_poll_duration = c.slurm.max_poll_duration;
+  sc.command_timeout = c.slurm.command_timeout;
+  sc.sbatch = c.slurm.sbatch;
+  sc.squeue = c.slurm.squeue;
+  sc.sacct = c.slurm.sacct;
+  sc.scancel = c.slurm.scancel;
+  sc.keep_job_dirs = c.slurm.keep_job_dirs;
+  try {
+    return std::make_unique<runners::slurm::SlurmRunner>(ex, sc, std::make_unique<runners::slurm::ChildCommandRunner>(),
+                                                         log);
+  } catch (const std::exception& e) {
+    throw StartupError(std::string("[runners.slurm]: ") + e.what());
+  }
+}
+
+asio::awaitable<void> abandon_entry(runners::slurm::SlurmRunner& runner, runners::slurm::JournalEntry entry) {
+  co_await runner.abandon(std::move(entry));
+}
+
+// Slurm jobs a previous run of this launch submitted and did not finish: listed at registration, then resumed
+// or abandoned as the control plane decides.
+std::vector<AdoptedAttempt> adopt_journaled_attempts(runners::slurm::SlurmRunner& runner) {
+  std::vector<AdoptedAttempt> adopted;
+  for (const auto& entry : runner.in_flight()) {
+    adopted.push_back({.job_id = entry.job_id,
+                       .lease_id = entry.lease_id,
+                       .attempt = entry.attempt,
+                       .runner = "slurm",
+                       .resume = [&runner, entry](runners::JobReporter& reporter) { return runner.resume(entry, reporter); },
+                       .abandon = [&runner, entry] { return abandon_entry(runner, entry); }});
+  }
+  return adopted;
 }
 
 // A co_spawn completion that logs an escaped exception.
@@ -156,9 +202,18 @@ int run_daemon(const RunArgs& args) {
   ioc.run();
   ioc.restart();
 
+  std::unique_ptr<runners::slurm::SlurmRunner> slurm_runner;
+  std::vector<AdoptedAttempt> adopted;
+  if (probe.sbatch_path) {
+    slurm_runner = make_slurm_runner(ioc.get_executor(), config, cwd, log);
+    settings.capacity["slurm"] = config.slurm.max_jobs;
+    runner_map["slurm"] = slurm_runner.get();
+    adopted = adopt_journaled_attempts(*slurm_runner);
+  }
+
   log->info("nymph {} starting: launch {}, label {}, backend {}, server {}", kVersion, settings.launch_id,
             settings.label, settings.backend, config.server.url);
-  Daemon daemon(ioc.get_executor(), std::move(settings), **control_plane, runner_map, log);
+  Daemon daemon(ioc.get_executor(), std::move(settings), **control_plane, runner_map, log, std::move(adopted));
 
   std::signal(SIGPIPE, SIG_IGN);
   asio::signal_set signals(ioc, SIGTERM, SIGINT, SIGUSR1);

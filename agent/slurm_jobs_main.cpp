@@ -1,0 +1,37 @@
+#include "agent/slurm_jobs_main.hpp"
+
+#include <iostream>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/json/serialize.hpp>
+
+#include "runners/slurm/child_command_runner.hpp"
+#include "runners/slurm/listing.hpp"
+
+namespace nymph::agent {
+
+int slurm_jobs_main(bool json, std::chrono::milliseconds timeout) {
+  boost::asio::io_context ioc;
+  runners::slurm::ChildCommandRunner commands;
+  std::optional<Result<std::vector<runners::slurm::SlurmJobRow>>> rows;
+  std::exception_ptr error;
+  boost::asio::co_spawn(ioc, runners::slurm::list_slurm_jobs(commands, {.timeout = timeout}),
+                        [&](std::exception_ptr e, Result<std::vector<runners::slurm::SlurmJobRow>> r) {
+                          error = e;
+                          if (!e) rows = std::move(r);
+                        });
+  ioc.run();
+  if (error) std::rethrow_exception(error);
+  if (!*rows) {
+    std::cerr << "nymph slurm jobs: " << rows->error().message << "\n";
+    return 1;
+  }
+  if (json)
+    std::cout << boost::json::serialize(runners::slurm::listing_to_json(**rows)) << "\n";
+  else
+    std::cout << runners::slurm::listing_to_table(**rows);
+  return 0;
+}
+
+}  // namespace nymph::agent
