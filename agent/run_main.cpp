@@ -141,7 +141,8 @@ asio::awaitable<void> detect_allocation(const AgentConfig& c, ProbeResult& probe
     co_return;
   }
   auto env = runners::current_environment();
-  auto r = co_await runners::run_command({*squeue, "-h", "-j", *job_id, "-o", "%P|%L"}, env, c.slurm.command_timeout);
+  std::vector<std::string> argv{*squeue, "-h", "-j", *job_id, "-o", "%P|%L"};  // GCC 12: no braced list in co_await
+  auto r = co_await runners::run_command(std::move(argv), env, c.slurm.command_timeout);
   std::optional<SlurmAllocation> allocation;
   if (r && r->status.success()) allocation = parse_allocation_line(*job_id, r->out, std::chrono::system_clock::now());
   if (!allocation) {
