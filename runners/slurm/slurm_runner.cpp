@@ -55,23 +55,20 @@ std::optional<int> read_status_file(const fs::path& path) {
   return v;
 }
 
-// One stream's output file, read from a byte offset on.
+// One stream's output file, read from a byte offset on. The file is opened for each read and closed again:
+// a thousand tracked jobs must not hold two thousand descriptors.
 class OutputTail {
  public:
   OutputTail(fs::path path, Stream stream, std::uint64_t offset) : path_(std::move(path)), stream_(stream), offset_(offset) {}
-  OutputTail(const OutputTail&) = delete;
-  OutputTail& operator=(const OutputTail&) = delete;
-  ~OutputTail() {
-    if (fd_ >= 0) ::close(fd_);
-  }
   // The next at most `max` bytes (empty at the current end of the file or before it exists).
-  std::string next(std::size_t max) {
-    if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) return {};
+  std::string next(std::size_t max) const {
+    int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return {};
     std::string buf(max, '\0');
     ssize_t n;
-    do n = ::pread(fd_, buf.data(), max, static_cast<off_t>(offset_));
+    do n = ::pread(fd, buf.data(), max, static_cast<off_t>(offset_));
     while (n < 0 && errno == EINTR);
+    ::close(fd);
     buf.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
     return buf;
   }
@@ -83,7 +80,6 @@ class OutputTail {
   fs::path path_;
   Stream stream_;
   std::uint64_t offset_;
-  int fd_ = -1;
 };
 
 }  // namespace
@@ -129,6 +125,11 @@ asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter)
   if (attempts_.count(spec.job_id)) co_return failed_update("job " + spec.job_id + " is already running on this runner");
   if (attempts_.size() >= static_cast<std::size_t>(config_.max_jobs))
     co_return failed_update("the slurm runner is at capacity (max_jobs = " + std::to_string(config_.max_jobs) + ")");
+  for (const auto& e : in_flight_) {
+    if (e.job_id == spec.job_id && e.attempt == spec.attempt)
+      co_return failed_update("job " + spec.job_id + " attempt " + std::to_string(spec.attempt) + " is Slurm job " +
+                              e.slurm_job_id + " from before the restart: resume() it instead", e.slurm_job_id);
+  }
   auto dir = prepare_dir(spec, *options);
   if (!dir) co_return failed_update(dir.error().message);
 
@@ -286,6 +287,7 @@ void SlurmRunner::release(const std::string& job_id) {
   if (it == finished_.end()) return;
   Finished f = std::move(it->second);
   finished_.erase(it);
+  std::erase_if(in_flight_, [&](const JournalEntry& e) { return e.job_id == job_id && e.attempt == f.attempt; });
   if (f.journaled) {
     if (auto r = journal_->mark_done(job_id, f.attempt); !r) log_->error("job {}: {}", job_id, r.error().message);
   }

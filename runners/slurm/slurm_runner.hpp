@@ -47,7 +47,7 @@ struct SlurmRunnerConfig {
   std::chrono::milliseconds command_timeout{30'000}; // per sbatch/squeue/sacct/scancel invocation
   std::string sbatch = "sbatch", squeue = "squeue", sacct = "sacct", scancel = "scancel";
   bool keep_job_dirs = false;                        // release() keeps the job directory
-  std::chrono::milliseconds output_interval{1'000};  // how often a running job's output files are read
+  std::chrono::milliseconds output_interval{2'000};  // how often a running job's output files are read
   std::size_t output_chunk = 64 * 1024;              // bytes per JobReporter::output call
   int lost_after_cycles = 3;                         // see TrackerConfig
   std::chrono::milliseconds cancel_grace{5 * 60'000};
@@ -88,7 +88,8 @@ class SlurmRunner final : public Runner {
   void release(const std::string& job_id) override;
 
   // Attempts of this launch_dir that were submitted and not released, as found in the journal when the
-  // runner was constructed.
+  // runner was constructed (an entry leaves the list when it is released or abandoned). run() refuses to
+  // submit one of these again: resume() it.
   const std::vector<JournalEntry>& in_flight() const { return in_flight_; }
 
   // Re-attaches to a journaled attempt: tracks entry.slurm_job_id like run() does after submission, ships

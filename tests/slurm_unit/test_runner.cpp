@@ -241,6 +241,10 @@ TEST_F(RunnerTest, ShutdownLeavesTheJobRunningAndANewRunnerResumesIt) {
   JournalEntry e = runner->in_flight()[0];
   EXPECT_EQ(e.job_id, "a");
   EXPECT_EQ(e.slurm_job_id, "1000");
+  Recorder again;
+  auto refused = run_coro(ioc, runner->run(spec("a"), again), 10s);
+  EXPECT_EQ(refused.state, JobState::failed);
+  EXPECT_NE(refused.message.find("resume() it instead"), std::string::npos) << refused.message;
   Recorder rec;
   auto u = run_coro(ioc, runner->resume(e, rec), 10s);
   finals += is_final(u.state);

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# bench/slurm_rpcs/run.sh [BUILD_DIR] [N...]: slurmctld RPCs per poll cycle of the Slurm runner with 1, 100
+# and 1000 tracked (held) jobs, and its RSS, on the lab cluster. Needs root (runs the bench as the lab user)
+# and a running lab (tests/slurm-lab/start.sh). Build a non-sanitized tree for meaningful RSS figures:
+#   cmake -S . -B build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build build/release --target nymph-bench-slurm-rpcs
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BUILD=$(cd "${1:-$HERE/../../build/release}" && pwd)
+shift || true
+. /var/lib/nymph-slurm-lab/env.sh
+cd /
+exec runuser -u "$SLURM_LAB_USER" -- env SLURM_CONF="$SLURM_CONF" \
+  "$BUILD/bench/slurm_rpcs/nymph-bench-slurm-rpcs" "$SLURM_LAB_JOBS_DIR/nymph-bench-$$" "$@"
