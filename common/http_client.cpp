@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <variant>
 
@@ -68,6 +69,23 @@ Result<Endpoint> parse_endpoint(std::string_view url) {
   ep.base_path = std::string(u->encoded_path());
   while (!ep.base_path.empty() && ep.base_path.back() == '/') ep.base_path.pop_back();
   return ep;
+}
+
+const std::vector<std::string>& well_known_ca_bundles() {
+  static const std::vector<std::string> paths{
+      "/etc/ssl/certs/ca-certificates.crt",                 // Debian, Ubuntu
+      "/etc/pki/tls/certs/ca-bundle.crt",                   // RHEL, Rocky, Fedora
+      "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",  // RHEL 7+ (the file the line above links to)
+      "/etc/ssl/ca-bundle.pem",                             // SUSE
+      "/etc/ssl/cert.pem",                                  // Alpine
+  };
+  return paths;
+}
+
+std::optional<std::string> system_ca_bundle() {
+  for (const auto& p : well_known_ca_bundles())
+    if (std::ifstream(p).good()) return p;
+  return std::nullopt;
 }
 
 bool is_loopback_host(std::string_view host) {
@@ -255,7 +273,12 @@ Result<Client> Client::create(asio::any_io_executor ex, std::string_view base_ur
     impl->tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
                            ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
     boost::system::error_code ec;
+    // OpenSSL's built-in paths honour SSL_CERT_FILE / SSL_CERT_DIR; without them they point at the build
+    // host's layout (/usr/lib/ssl), which a static binary does not find on RHEL/SUSE/Alpine: add the
+    // distribution's bundle too. Failures are ignored here: verification then fails with a clear error.
     impl->tls->set_default_verify_paths(ec);
+    if (!std::getenv("SSL_CERT_FILE") && !std::getenv("SSL_CERT_DIR"))
+      if (auto bundle = system_ca_bundle()) impl->tls->load_verify_file(*bundle, ec);
     if (impl->config.ca_file) {
       impl->tls->load_verify_file(*impl->config.ca_file, ec);
       if (ec) return fail("cannot load CA file '" + *impl->config.ca_file + "': " + ec.message());

@@ -4,8 +4,11 @@
 // - Coroutine API on the caller's executor; expected failures (connection refused, timeout, TLS verification,
 //   oversized reply) are Result errors with a message for a person. An HTTP error status is NOT a failure: the
 //   Response carries it.
-// - HTTPS verifies the peer certificate chain and the host name, sends SNI, and trusts the system default CA
-//   paths (OpenSSL honours SSL_CERT_FILE / SSL_CERT_DIR) plus an optional `ca_file`.
+// - HTTPS verifies the peer certificate chain and the host name, sends SNI, and trusts, in this order
+//   (docs/install.md): an optional `ca_file`; SSL_CERT_FILE / SSL_CERT_DIR when either is set (OpenSSL
+//   uses them instead of its built-in file / directory, and no distribution bundle is added); otherwise
+//   OpenSSL's built-in paths plus the first existing well-known distribution bundle (system_ca_bundle()),
+//   so a static binary built on Debian also works on RHEL, SUSE or Alpine.
 // - Host names are resolved on a private one-thread pool (never by the io_context's resolver, which
 //   Boost.Process's notify_fork breaks - TOOLCHAIN.md bug 5); numeric IPv4/IPv6 hosts skip resolution.
 // - Keep-alive connections are pooled and reused; concurrent requests on one Client each use their own
@@ -75,6 +78,13 @@ struct Endpoint {
 // Parses "http://host[:port][/prefix]" or "https://...". Returns an Error for other schemes, user info,
 // queries, fragments or a missing host. Default ports 80 / 443.
 Result<Endpoint> parse_endpoint(std::string_view url);
+
+// The well-known CA bundle files of Linux distributions, in the order they are tried: Debian/Ubuntu,
+// RHEL/Rocky/Fedora (two), SUSE, Alpine.
+const std::vector<std::string>& well_known_ca_bundles();
+
+// The first of well_known_ca_bundles() that is a readable file, or nullopt. Never throws.
+std::optional<std::string> system_ca_bundle();
 
 // True when `host` is a loopback address (127.0.0.0/8, ::1) or "localhost".
 bool is_loopback_host(std::string_view host);
