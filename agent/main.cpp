@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "agent/doctor_main.hpp"
 #include "agent/probe.hpp"
 #include "agent/run_main.hpp"
 #include "agent/slurm_jobs_main.hpp"
@@ -52,7 +53,21 @@ int main(int argc, char** argv) {
   slurm_jobs->add_flag("--json", slurm_json, "Print one JSON object");
   slurm_jobs->add_option("--timeout", slurm_timeout_s, "Seconds squeue may take")->check(CLI::PositiveNumber);
 
+  nymph::agent::DoctorArgs doctor_args;
+  double doctor_timeout_s = 10;
+  auto* doctor = app.add_subcommand("doctor", "Check this node for nymph: Slurm, logout survival, control plane, token, disk");
+  doctor->add_flag("--json", doctor_args.json, "Print one JSON object");
+  doctor->add_option("--config", doctor_args.config_file, "Configuration file (default ~/.config/nymph/config.toml if present)");
+  doctor->add_option("--state-dir", doctor_args.state_dir, "State directory (default ~/.local/share/nymph)");
+  doctor->add_option("--timeout", doctor_timeout_s, "Seconds each Slurm command and the control-plane request may take")
+      ->check(CLI::PositiveNumber);
+
   CLI11_PARSE(app, argc, argv);
+
+  if (*doctor) {
+    doctor_args.timeout = std::chrono::milliseconds(static_cast<long long>(doctor_timeout_s * 1000));
+    return nymph::agent::doctor_main(doctor_args);
+  }
 
   if (*probe) return run_probe(probe_json);
   if (*run) return nymph::agent::run_main(run_args);
