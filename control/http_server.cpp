@@ -58,6 +58,8 @@ constexpr auto kIdleTimeout = 120s;     // keep-alive connection without a reque
 constexpr auto kReadTimeout = 60s;      // reading one request once it started
 constexpr auto kWriteTimeout = 60s;
 constexpr auto kHandshakeTimeout = 15s;
+constexpr auto kLingerTimeout = 5s;               // draining an oversized request after 413
+constexpr std::size_t kLingerBytes = 64 << 20;
 
 // Completes when the peer closes the connection (EOF or error), while a held request is parked. When data
 // arrives instead (a pipelined request or a TLS record) it stops watching and waits to be cancelled.
@@ -138,6 +140,21 @@ struct HttpServer::Impl {
     co_return !ec;
   }
 
+  // Sends a final error reply, then reads and discards what the client still sends (bounded in time and
+  // bytes) before closing, so a client still writing an oversized body reads the reply instead of a reset.
+  template <class Stream>
+  asio::awaitable<void> reject(Stream& stream, HttpReply r) {
+    if (!co_await send(stream, std::move(r), false)) co_return;
+    std::vector<char> scratch(64 * 1024);
+    std::size_t total = 0;
+    beast::get_lowest_layer(stream).expires_after(kLingerTimeout);
+    while (total < kLingerBytes) {
+      auto [ec, n] = co_await stream.async_read_some(asio::buffer(scratch), asio::as_tuple(asio::use_awaitable));
+      if (ec) break;
+      total += n;
+    }
+  }
+
   // Serves requests on one connection until it closes, errs, or asks not to be kept alive.
   template <class Stream>
   asio::awaitable<void> session(Stream& stream, tcp::socket& sock) {
@@ -146,27 +163,37 @@ struct HttpServer::Impl {
     while (!stopped) {
       bhttp::request_parser<bhttp::string_body> parser;
       parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
+      // Beast checks Content-Length against the body limit while parsing the header: start with the largest
+      // limit of any endpoint and narrow it once the target is known.
+      parser.body_limit(std::max(limits.max_json_body, limits.max_log_chunk));
       beast::get_lowest_layer(stream).expires_after(kIdleTimeout);
       auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
       if (hec == bhttp::error::header_limit) {
-        co_await send(stream, error_reply(431, "headersTooLarge", "request line and headers exceed " +
-                                                                   std::to_string(limits.max_header_bytes) + " bytes"),
-                      false);
+        HttpReply rejection = error_reply(431, "headersTooLarge", "request line and headers exceed " +
+                                                                     std::to_string(limits.max_header_bytes) + " bytes");
+        co_await reject(stream, std::move(rejection));
+        co_return;
+      }
+      if (hec == bhttp::error::body_limit) {
+        HttpReply rejection = error_reply(413, "bodyTooLarge", "request body exceeds " +
+                                                                 std::to_string(limits.max_log_chunk) + " bytes");
+        co_await reject(stream, std::move(rejection));
         co_return;
       }
       if (hec == bhttp::error::end_of_stream || hec == asio::error::eof || hec == beast::error::timeout ||
           hec == asio::error::operation_aborted || hec == asio::error::connection_reset)
         co_return;
       if (hec) {
-        co_await send(stream, error_reply(400, "badRequest", "malformed HTTP request: " + hec.message()), false);
+        HttpReply bad = error_reply(400, "badRequest", "malformed HTTP request: " + hec.message());
+        co_await send(stream, std::move(bad), false);
         co_return;
       }
       auto& head = parser.get();
       std::string method(head.method_string()), target(head.target());
       std::size_t limit = service.body_limit(method, target);
       if (parser.content_length() && *parser.content_length() > limit) {
-        co_await send(stream, error_reply(413, "bodyTooLarge", "request body exceeds " + std::to_string(limit) + " bytes"),
-                      false);
+        HttpReply rejection = error_reply(413, "bodyTooLarge", "request body exceeds " + std::to_string(limit) + " bytes");
+        co_await reject(stream, std::move(rejection));
         co_return;
       }
       parser.body_limit(limit);
@@ -179,8 +206,8 @@ struct HttpServer::Impl {
       beast::get_lowest_layer(stream).expires_after(kReadTimeout);
       auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
       if (bec == bhttp::error::body_limit) {
-        co_await send(stream, error_reply(413, "bodyTooLarge", "request body exceeds " + std::to_string(limit) + " bytes"),
-                      false);
+        HttpReply rejection = error_reply(413, "bodyTooLarge", "request body exceeds " + std::to_string(limit) + " bytes");
+        co_await reject(stream, std::move(rejection));
         co_return;
       }
       if (bec) co_return;
