@@ -177,7 +177,8 @@ asio::awaitable<Result<void>> follow(Api& api, const std::string& id, std::vecto
       progress = progress || *r;
       all_complete = all_complete && c.complete;
     }
-    if (!follow_on || all_complete) co_return Result<void>{};
+    // Without --follow: everything stored so far (a reply carries at most a few MiB), then stop.
+    if (all_complete || (!follow_on && !progress)) co_return Result<void>{};
     if (!progress) {
       timer.expires_after(kFollowInterval);
       co_await timer.async_wait(asio::use_awaitable);

@@ -27,6 +27,14 @@ bool PollHub::wake_worker(const std::string& worker_id) {
   return true;
 }
 
+bool PollHub::slot_freed(const std::string& worker_id, const std::string& runner) {
+  auto it = parked_.find(worker_id);
+  if (it == parked_.end()) return false;
+  ++it->second->free[runner];
+  wake(*it->second, Why::woken);
+  return true;
+}
+
 bool PollHub::wake_one_for(const JobNeeds& needs) {
   for (auto& [_, w] : parked_) {
     if (w->accepts_jobs && can_take_now(w->caps, w->free, needs)) {

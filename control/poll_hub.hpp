@@ -34,6 +34,10 @@ class PollHub {
   // Wakes one parked poll that can take a job with `needs` now (runner, tags, profile, a free slot).
   // Returns false when none can.
   bool wake_one_for(const JobNeeds& needs);
+  // An attempt of `worker_id` on `runner` ended, so its held poll has one more free slot than it reported.
+  // Counts the slot on the parked poll (if any) and wakes it, so it can take queued work at once instead of
+  // after its timeout. Returns false when the worker has no parked poll.
+  bool slot_freed(const std::string& worker_id, const std::string& runner);
   // Wakes every parked poll with Why::shutdown.
   void wake_all_for_shutdown();
   // Parked polls now.

@@ -345,6 +345,7 @@ asio::awaitable<HttpReply> Service::poll(std::string worker_id, const HttpReques
       co_return json_reply(200, r->reply);
     }
     woken = true;
+    body->free = waiter.free;  // slots freed by final events while parked (PollHub::slot_freed)
   }
 }
 
@@ -434,6 +435,7 @@ asio::awaitable<HttpReply> Service::event(std::string job_id, const HttpRequest&
     rearm_clocks();
   }
   if (r->requeued) hub_.wake_one_for(*r->requeued);
+  if (r->freed_slot) hub_.slot_freed(r->freed_slot->first, r->freed_slot->second);
   co_return json_reply(200, r->reply);
 }
 

@@ -765,6 +765,7 @@ ApiResult<EventOutcome> Store::apply_event(const std::string& job_id, const prot
   if (ev.state == EventState::lost) {
     out.requeued = lose_attempt(*a, ev.message.empty() ? "reported lost by the worker" : ev.message, now);
     out.attempt_ended = true;
+    out.freed_slot = {a->worker_id, a->runner};
     out.reply.job_state = job(job_id)->state;
     return out;
   }
@@ -776,6 +777,7 @@ ApiResult<EventOutcome> Store::apply_event(const std::string& job_id, const prot
     return out;
   }
   out.attempt_ended = true;
+  out.freed_slot = {a->worker_id, a->runner};
   query("UPDATE attempts SET state=?, exit_code=?, signal=?, message=?, finished_at=? WHERE lease_id=?")
       .bind(protocol::to_string(attempt_state_of(ev.state)), ev.exit_code, ev.signal, ev.message, when, ev.lease_id)
       .run();

@@ -48,6 +48,8 @@ struct EventOutcome {
   protocol::EventResponse reply;
   bool attempt_ended = false;                // the lease needs no clock any more
   std::optional<JobNeeds> requeued;          // the job went back to the queue
+  // When the attempt ended: its worker and runner, whose slot is free again.
+  std::optional<std::pair<std::string, std::string>> freed_slot;
 };
 
 struct SubmitOutcome {
