@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""bench/agent/run.py BUILD_DIR - the agent's figures (issue 4), against a real nymph-control on loopback.
+
+Prints, for an uninstrumented build (cmake --preset release && cmake --build --preset release):
+  idle agent: RSS, CPU milliseconds per minute, wake-ups (context switches) per second
+  /bin/true jobs: submit -> done p50/p99 (server timestamps) and jobs/s with 2 in flight, next to this
+                  machine's bare posix_spawn+waitpid cost measured in the same run
+  50 MB of stdout: delivery MB/s and the agent's peak RSS
+Needs python3 only. Everything runs in a temporary directory and is stopped at the end.
+"""
+import json, os, signal, statistics, subprocess, sys, tempfile, time, urllib.request
+from datetime import datetime
+
+build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build/release")
+NYMPH = f"{build}/agent/nymph"
+CONTROL = f"{build}/control/nymph-control"
+BASELINE = f"{build}/bench/agent/nymph-spawn-baseline"
+IDLE_S = float(os.environ.get("NYMPH_BENCH_IDLE_S", "60"))
+ROUND_TRIPS = int(os.environ.get("NYMPH_BENCH_ROUND_TRIPS", "200"))
+THROUGHPUT_JOBS = int(os.environ.get("NYMPH_BENCH_THROUGHPUT_JOBS", "400"))
+
+tmp = tempfile.mkdtemp(prefix="nymph-bench-")
+procs = []
+
+def token(role):
+    t = subprocess.run([CONTROL, "token", "create", "--db", f"{tmp}/cp.db", "--role", role],
+                       check=True, capture_output=True, text=True).stdout.strip()
+    return t
+
+def proc_stat(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu_s = (int(fields[11]) + int(fields[12])) / ticks
+    status = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            status[k] = v.strip()
+    switches = int(status["voluntary_ctxt_switches"]) + int(status["nonvoluntary_ctxt_switches"])
+    return cpu_s, switches, int(status["VmRSS"].split()[0]), int(status["VmHWM"].split()[0])
+
+def api(method, path, body=None):
+    req = urllib.request.Request(url + path, method=method, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": f"Bearer {admin}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read() or b"{}")
+
+def ts(s):
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+def wait_final(job_id):
+    while True:
+        j = api("GET", f"/v1/jobs/{job_id}")
+        if j["state"] in ("succeeded", "failed", "cancelled", "lost"):
+            return j
+        time.sleep(0.0005)
+
+def pct(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p / 100))]
+
+try:
+    admin = token("admin")
+    agent_token = token("agent")
+    with open(f"{tmp}/token", "w") as f:
+        f.write(agent_token)
+    os.chmod(f"{tmp}/token", 0o600)
+    server = subprocess.Popen([CONTROL, "serve", "--listen", "127.0.0.1:0", "--db", f"{tmp}/cp.db"],
+                              stdout=subprocess.PIPE, stderr=open(f"{tmp}/server.log", "w"), text=True)
+    procs.append(server)
+    url = server.stdout.readline().split()[-1]
+    with open(f"{tmp}/config.toml", "w") as f:
+        f.write(f'[server]\nurl = "{url}"\n[worker]\nlabel = "bench"\nmax_process_jobs = 2\n'
+                f'[runners.slurm]\nenabled = false\n[log]\nlevel = "warn"\nfile = "agent.log"\n')
+    agent = subprocess.Popen([NYMPH, "run", "--config", "config.toml"], cwd=tmp, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(agent)
+    while not (os.path.exists(f"{tmp}/status.json") and '"serving"' in open(f"{tmp}/status.json").read()):
+        time.sleep(0.05)
+    time.sleep(2)  # let start-up settle before measuring idleness
+
+    cpu0, sw0, _, _ = proc_stat(agent.pid)
+    time.sleep(IDLE_S)
+    cpu1, sw1, rss, _ = proc_stat(agent.pid)
+    print(f"idle agent ({IDLE_S:.0f} s): RSS {rss / 1024:.1f} MiB, CPU {(cpu1 - cpu0) * 1000 * 60 / IDLE_S:.1f} ms/min, "
+          f"wake-ups {(sw1 - sw0) / IDLE_S:.2f}/s")
+
+    base = subprocess.run([BASELINE, "500", "/bin/true"], check=True, capture_output=True, text=True).stdout.split()
+    base_p50 = float(base[0].split("=")[1]) / 1000
+    base_p99 = float(base[1].split("=")[1]) / 1000
+
+    trips = []
+    for _ in range(ROUND_TRIPS):
+        j = api("POST", "/v1/jobs", {"runner": "process", "argv": ["/bin/true"]})
+        done = wait_final(j["id"])
+        trips.append((ts(done["finishedAt"]) - ts(done["createdAt"])) * 1000)
+    print(f"/bin/true round trip (submit -> done, {ROUND_TRIPS} jobs one at a time): p50 {pct(trips, 50):.1f} ms, "
+          f"p99 {pct(trips, 99):.1f} ms; bare posix_spawn+waitpid here: p50 {base_p50:.2f} ms, p99 {base_p99:.2f} ms "
+          f"(ratio p50 {pct(trips, 50) / base_p50:.1f}x)")
+
+    ids = [api("POST", "/v1/jobs", {"runner": "process", "argv": ["/bin/true"]})["id"] for _ in range(THROUGHPUT_JOBS)]
+    jobs = [wait_final(i) for i in ids]
+    span = max(ts(j["finishedAt"]) for j in jobs) - min(ts(j["createdAt"]) for j in jobs)
+    ok = sum(j["state"] == "succeeded" for j in jobs)
+    print(f"/bin/true throughput ({THROUGHPUT_JOBS} queued, 2 in flight): {THROUGHPUT_JOBS / span:.0f} jobs/s "
+          f"({ok} succeeded)")
+
+    size = 50 * 1024 * 1024
+    j = api("POST", "/v1/jobs", {"runner": "process", "argv": ["/usr/bin/head", "-c", str(size), "/dev/zero"]})
+    done = wait_final(j["id"])
+    secs = ts(done["finishedAt"]) - ts(done["createdAt"])
+    _, _, _, hwm = proc_stat(agent.pid)
+    print(f"50 MB of stdout: {size / 1e6 / secs:.0f} MB/s delivered ({done['state']}), agent peak RSS {hwm / 1024:.1f} MiB")
+finally:
+    for p in reversed(procs):
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    subprocess.run(["rm", "-rf", tmp])
