@@ -127,18 +127,6 @@ class Api {
     return std::stoi(m.substr(at + 18));
   }
 
-  // Waits (bounded) until `pred()` holds, checking every 20 ms. For conditions no event reports (stale).
-  template <class Pred>
-  bool eventually(Pred pred, std::chrono::milliseconds bound = 10s) {
-    auto deadline = Clock::now() + bound;
-    while (Clock::now() < deadline) {
-      if (pred()) return true;
-      asio::steady_timer t(ioc_, 20ms);
-      run_coro(ioc_, t.async_wait(asio::use_awaitable));
-    }
-    return pred();
-  }
-
   // A coroutine that resolves once the server holds `n` polls (checked every 5 ms), then runs `then`.
   template <class F>
   asio::awaitable<void> when_held(int n, F then) {
