@@ -6,11 +6,13 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
-#include <random>
+#include <stdexcept>
 
 #include <boost/json/error.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+
+#include "common/ulid.hpp"
 
 namespace nymph::protocol {
 
@@ -856,29 +858,10 @@ bool is_valid_id(std::string_view id) {
 }
 
 std::string new_ulid() {
-  static constexpr char kAlphabet[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-  thread_local std::mt19937_64 rng{[] {
-    std::random_device rd;
-    std::seed_seq seq{rd(), rd(), rd(), rd()};
-    return std::mt19937_64(seq);
-  }()};
-  auto ms = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                           std::chrono::system_clock::now().time_since_epoch())
-                                           .count());
-  std::string out(26, '0');
-  for (int i = 9; i >= 0; --i) {
-    out[static_cast<std::size_t>(i)] = kAlphabet[ms & 31];
-    ms >>= 5;
-  }
-  std::uint64_t hi = rng() & ((std::uint64_t{1} << 40) - 1);
-  std::uint64_t lo = rng() & ((std::uint64_t{1} << 40) - 1);
-  for (int i = 0; i < 8; ++i) {
-    out[static_cast<std::size_t>(17 - i)] = kAlphabet[hi & 31];
-    hi >>= 5;
-    out[static_cast<std::size_t>(25 - i)] = kAlphabet[lo & 31];
-    lo >>= 5;
-  }
-  return out;
+  thread_local UlidGenerator generator;  // monotonic within a millisecond, random bits from the kernel
+  auto id = generator.next();
+  if (!id) throw std::runtime_error("cannot make an id: " + id.error().message);
+  return id->str();
 }
 
 std::string format_time(std::chrono::system_clock::time_point t) {
