@@ -1,0 +1,133 @@
+// `nymph install --slurm` end to end on the lab cluster: the daemon runs inside a real allocation as the
+// unprivileged lab user and registers with a real nymph-control as backend slurm with its job id; `nymph kill`
+// (scancel) is reported as sigterm; a short walltime with a signal lead is reported as walltime.
+#include <pwd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <boost/json.hpp>
+#include <gtest/gtest.h>
+
+#include "tests/support/commands.hpp"
+#include "tests/support/control_server.hpp"
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using namespace nymph::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kUser = "nymphci";
+
+json::object one_object(const CommandOutput& r) {
+  boost::system::error_code ec;
+  auto v = json::parse(r.out, ec);
+  EXPECT_FALSE(ec) << "stdout is not one JSON value: " << r.out << r.err;
+  return v.is_object() ? v.as_object() : json::object{};
+}
+
+std::string str(const json::object& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end() || it->value().is_null()) return "null";
+  return std::string(it->value().as_string());
+}
+
+class InstallSlurmE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const passwd* pw = ::getpwnam(kUser);
+    ASSERT_NE(pw, nullptr);
+    uid_ = pw->pw_uid;
+    gid_ = pw->pw_gid;
+    char tmpl[] = "/tmp/nymph-slurm-e2e-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    home_ = tmpl;
+    ASSERT_EQ(::chmod(home_.c_str(), 0755), 0);
+    ASSERT_EQ(::chown(home_.c_str(), uid_, gid_), 0);
+  }
+
+  void TearDown() override {
+    if (!id_.empty()) run_as(kUser, {"scancel", "--name=lakeshore-nymph-" + id_});
+    fs::remove_all(home_);
+  }
+
+  CommandOutput nymph(std::vector<std::string> args) {
+    args.insert(args.begin(), {"env", "HOME=" + home_.native(), NYMPH_BINARY});
+    return run_as(kUser, args);
+  }
+
+  // Installs a --slurm launch against `cp` as the lab user; returns install's JSON object.
+  json::object install(const ControlServer& cp, std::vector<std::string> extra) {
+    auto tok = home_ / "tok";
+    std::ofstream(tok) << cp.agent_token() << "\n";
+    EXPECT_EQ(::chown(tok.c_str(), uid_, gid_), 0);
+    EXPECT_EQ(::chmod(tok.c_str(), 0600), 0);
+    std::vector<std::string> args{"install", "--server", cp.url(), "--token-file", tok.native(), "--label", "alloc",
+                                  "--slurm", "--slurm-partition", "debug", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = nymph(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+    auto o = one_object(r);
+    id_ = str(o, "launchId");
+    return o;
+  }
+
+  // The worker row of launch `id_` once its status satisfies `want` (bounded; Slurm schedules when it does).
+  template <class Want>
+  json::object worker(const ControlServer& cp, Want want, std::chrono::seconds bound = 120s) {
+    json::object found;
+    for (auto deadline = std::chrono::steady_clock::now() + bound; std::chrono::steady_clock::now() < deadline;) {
+      auto list = one_object(cp.admin({"workers", "--json"}));
+      for (const auto& w : list["workers"].as_array())
+        if (str(w.as_object(), "launchId") == id_) found = w.as_object();
+      if (!found.empty() && want(str(found, "status"))) return found;
+      std::this_thread::sleep_for(250ms);
+    }
+    auto log = home_ / ".local" / "share" / ("nymph-" + id_ + ".log");
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    ADD_FAILURE() << "worker of launch " << id_ << ": " << json::serialize(found) << "\nlog:\n" << text.str();
+    return found;
+  }
+
+  fs::path home_;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+  std::string id_;
+};
+
+}  // namespace
+
+TEST_F(InstallSlurmE2E, RegistersAsSlurmBackendAndScancelIsSigterm) {
+  ControlServer cp({.poll_timeout = "1s"});
+  auto o = install(cp, {"--slurm-time", "10"});
+  std::string job = str(o, "slurmJobId");
+  auto w = worker(cp, [](const std::string& s) { return s != "gone"; });
+  EXPECT_EQ(str(w, "label"), "alloc-" + id_);
+  EXPECT_EQ(str(w, "backend"), "slurm");
+  ASSERT_TRUE(w.contains("slurm") && w.at("slurm").is_object()) << json::serialize(w);
+  EXPECT_EQ(str(w.at("slurm").as_object(), "jobId"), job);
+
+  auto k = nymph({"kill", id_, "--timeout", "60"});
+  EXPECT_EQ(k.exit_code, 0) << k.err << k.out;
+  w = worker(cp, [](const std::string& s) { return s == "gone"; }, 60s);
+  EXPECT_EQ(str(w, "exitReason"), "sigterm");
+}
+
+TEST_F(InstallSlurmE2E, ShortWalltimeWithLeadExitsAsWalltime) {
+  ControlServer cp({.poll_timeout = "1s"});
+  // Two minutes of walltime, SIGUSR1 100 s before the end: the daemon drains after about 20 s.
+  install(cp, {"--slurm-time", "2", "--slurm-signal-lead", "100"});
+  worker(cp, [](const std::string& s) { return s != "gone"; });
+  auto w = worker(cp, [](const std::string& s) { return s == "gone"; }, 150s);
+  EXPECT_EQ(str(w, "exitReason"), "walltime");
+  auto list = one_object(nymph({"launches", "--json"}));
+  ASSERT_EQ(list["launches"].as_array().size(), 1u);
+  EXPECT_EQ(list["launches"].as_array()[0].at("exitReason"), "walltime");
+}
