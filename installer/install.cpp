@@ -262,16 +262,20 @@ Result<std::string> parse_job_id(const std::string& out) {
   return id;
 }
 
-Result<std::string> submit_slurm(const InstallPlan& plan, LaunchRecord& record, const InstallContext& ctx) {
+// Runs sbatch with the script on standard input and returns the job id it printed.
+Result<std::string> sbatch(const InstallPlan& plan, const InstallContext& ctx) {
   auto r = run_bounded({ctx.sbatch, "--parsable"}, plan.sbatch_script, ctx.sbatch_timeout);
-  Result<std::string> id = fail("");
-  if (!r) id = fail("sbatch: " + r.error().message);
-  else if (r->exit_code != 0) id = fail("sbatch failed (exit " + std::to_string(r->exit_code) + "): " + r->err);
-  else id = parse_job_id(r->out);
+  if (!r) return fail("sbatch: " + r.error().message);
+  if (r->exit_code != 0) return fail("sbatch failed (exit " + std::to_string(r->exit_code) + "): " + r->err);
+  return parse_job_id(r->out);
+}
+
+Result<std::string> submit_slurm(const InstallPlan& plan, LaunchRecord& record, const InstallContext& ctx) {
+  auto id = sbatch(plan, ctx);
   if (!id) {
     remove_launch(plan);
-    return fail(id.error().message + (id.error().message.ends_with("\n") ? "" : "\n") +
-                "nothing was submitted and the launch was removed");
+    const auto& m = id.error().message;
+    return fail(m + (m.ends_with("\n") ? "" : "\n") + "nothing was submitted and the launch was removed");
   }
   record.slurm_job_id = *id;
   if (auto w = write_launch_record(plan.launch_dir, record); !w)

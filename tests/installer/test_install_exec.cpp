@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -290,4 +291,22 @@ TEST_F(InstallExec, FailedSbatchRemovesTheLaunch) {
   EXPECT_NE(out.error().message.find("invalid partition specified"), std::string::npos) << out.error().message;
   EXPECT_TRUE(fs::is_empty(root_ / "state" / "launches"));
   EXPECT_TRUE(fs::is_empty(root_ / "home" / ".local" / "share"));
+}
+
+TEST_F(InstallExec, PruneRemovesOnlyOldLeftoversOfInterruptedInstalls) {
+  auto launches = root_ / "state" / "launches";
+  std::array<std::uint8_t, 10> r{};
+  auto old_ms = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch() - std::chrono::hours(2)).count());
+  auto old_dir = launches / (".tmp-" + nymph::make_ulid(old_ms, r).value().str() + "-abcdef");
+  auto new_dir = launches / (".tmp-" + ids_.next().value().str() + "-abcdef");
+  fs::create_directories(old_dir);
+  fs::create_directories(new_dir);
+  std::ofstream(old_dir / "token") << "x";
+  auto out = prune_launches(manage_);
+  EXPECT_TRUE(out.errors.empty());
+  EXPECT_FALSE(fs::exists(old_dir));
+  EXPECT_TRUE(fs::exists(new_dir)) << "may belong to an install running right now";
+  EXPECT_TRUE(list_launches(manage_).empty()) << "temporary directories are not launches";
 }
