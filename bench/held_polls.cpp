@@ -1,0 +1,292 @@
+// bench/held_polls: the cost of idle held polls in nymph-control, and the submit -> poll-reply wake-up latency.
+//
+//   held_polls [--server-binary PATH] [--counts 1000,10000] [--wakeups 200] [--idle-seconds 5]
+//
+// Starts `nymph-control serve` on a temporary database (poll timeout 600 s), registers idle workers whose only
+// runner is "idle" (so no submitted job can wake them) and holds one poll open per worker. For each count it
+// prints the server's RSS and its CPU time over an idle window, then measures wake-up latency: a dedicated
+// "process" worker parks a poll, the bench submits a job, and the time from sending the submit to receiving
+// the poll reply carrying that job is recorded; p50/p99 are printed.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include "common/http_client.hpp"
+#include "common/protocol.hpp"
+
+extern char** environ;
+
+namespace asio = boost::asio;
+namespace p = nymph::protocol;
+namespace http = nymph::http;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string run_capture(const std::vector<std::string>& argv) {
+  std::string cmd;
+  for (const auto& a : argv) cmd += "'" + a + "' ";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) throw std::runtime_error("popen failed");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  ::pclose(f);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+struct Server {
+  pid_t pid = 0;
+  std::string url;
+};
+
+Server start_server(const std::string& binary, const std::string& dir) {
+  int out[2];
+  if (::pipe(out) != 0) throw std::runtime_error("pipe");
+  std::vector<std::string> args{binary,          "serve",       "--listen", "127.0.0.1:0", "--db", dir + "/c.db",
+                                "--poll-timeout", "600s",        "--stale-after", "900s", "--lease-ttl", "900s",
+                                "--log-level",   "warn"};
+  std::vector<char*> c;
+  for (auto& a : args) c.push_back(a.data());
+  c.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  Server s;
+  if (::posix_spawn(&s.pid, c[0], &fa, nullptr, c.data(), environ) != 0) throw std::runtime_error("spawn failed");
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  std::string line;
+  char ch;
+  while (::read(out[0], &ch, 1) == 1 && ch != '\n') line += ch;
+  if (line.rfind("listening on ", 0) != 0) throw std::runtime_error("server did not start: " + line);
+  s.url = line.substr(13);
+  return s;
+}
+
+// Server RSS in KiB and CPU seconds (user+system), from /proc.
+long rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  long value = 0;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      in >> value;
+      return value;
+    }
+    in.ignore(1 << 16, '\n');
+  }
+  return -1;
+}
+
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  std::vector<std::string> f;
+  while (rest >> field) f.push_back(field);
+  // After "pid (comm) ": state is f[0]; utime and stime are fields 14 and 15 of stat, i.e. f[11] and f[12].
+  return (std::stod(f[11]) + std::stod(f[12])) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+struct Bench {
+  asio::io_context& ioc;
+  http::Client client;
+  std::string agent, admin;
+
+  http::Request req(http::Method m, std::string target, std::string token, std::string body = {}) {
+    http::Request r;
+    r.method = m;
+    r.target = std::move(target);
+    r.bearer_token = std::move(token);
+    r.body = std::move(body);
+    r.timeout = 900s;
+    return r;
+  }
+
+  asio::awaitable<std::string> register_worker(std::string runner) {
+    p::RegisterRequest r;
+    r.launch_id = p::new_ulid();
+    r.hostname = "bench";
+    r.runners = {runner};
+    auto res = co_await client.request(req(http::Method::post, p::workers_path(), agent, p::to_json_text(r)));
+    co_return p::parse_as<p::RegisterResponse>(res.value().body).value().worker_id;
+  }
+
+  static std::string poll_body(const std::string& runner) {
+    p::PollRequest r;
+    r.free = {{runner, 1}};
+    return p::to_json_text(r);
+  }
+
+  // One idle worker: registers, then holds a poll until the server answers it (after 600 s or at shutdown).
+  asio::awaitable<void> idle_worker() {
+    std::string w = co_await register_worker("idle");
+    co_await client.request(req(http::Method::post, p::poll_path(w), agent, poll_body("idle")));
+  }
+
+  asio::awaitable<int> held_polls() {
+    auto m = co_await client.request(req(http::Method::get, "/metrics", ""));
+    auto& body = m.value().body;
+    auto at = body.find("\nnymph_held_polls ");
+    co_return std::stoi(body.substr(at + 18));
+  }
+
+  asio::awaitable<void> wait_held(int n) {
+    asio::steady_timer t(ioc);
+    while (co_await held_polls() < n) {
+      t.expires_after(20ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+  }
+
+  // Adds `n` idle held polls, `batch` connections at a time.
+  asio::awaitable<void> add_idle(int n, int already) {
+    const int batch = 250;
+    for (int done = 0; done < n; done += batch) {
+      int k = std::min(batch, n - done);
+      for (int i = 0; i < k; ++i) asio::co_spawn(ioc, idle_worker(), asio::detached);
+      co_await wait_held(already + done + k);
+    }
+  }
+
+  // submit -> poll reply latencies in microseconds, for `rounds` wake-ups of one "process" worker.
+  asio::awaitable<std::vector<double>> wakeups(int rounds, int idle) {
+    std::string w = co_await register_worker("process");
+    std::vector<double> us;
+    for (int i = 0; i < rounds; ++i) {
+      Clock::time_point sent{};
+      auto poll = [&]() -> asio::awaitable<void> {
+        auto r = co_await client.request(req(http::Method::post, p::poll_path(w), agent, poll_body("process")));
+        auto got = Clock::now();
+        auto reply = p::parse_as<p::PollResponse>(r.value().body).value();
+        if (reply.jobs.empty()) throw std::runtime_error("poll returned without the job");
+        us.push_back(std::chrono::duration<double, std::micro>(got - sent).count());
+      };
+      asio::co_spawn(ioc, poll(), asio::detached);
+      co_await wait_held(idle + 1);
+      p::JobSubmission s;
+      s.spec.argv = std::vector<std::string>{"/bin/true"};
+      std::string body = p::to_json_text(s);
+      sent = Clock::now();
+      co_await client.request(req(http::Method::post, p::jobs_path(), admin, body));
+      asio::steady_timer t(ioc);
+      while (us.size() < static_cast<std::size_t>(i + 1)) {
+        t.expires_after(1ms);
+        co_await t.async_wait(asio::use_awaitable);
+      }
+    }
+    co_return us;
+  }
+};
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  auto i = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string binary = NYMPH_CONTROL_BINARY_DEFAULT;
+  std::vector<int> counts{1000, 10000};
+  int rounds = 200;
+  int idle_seconds = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i], v = argv[i + 1];
+    if (a == "--server-binary") binary = v;
+    else if (a == "--wakeups") rounds = std::stoi(v);
+    else if (a == "--idle-seconds") idle_seconds = std::stoi(v);
+    else if (a == "--counts") {
+      counts.clear();
+      std::stringstream ss(v);
+      std::string x;
+      while (std::getline(ss, x, ',')) counts.push_back(std::stoi(x));
+    } else {
+      std::cerr << "usage: held_polls [--server-binary PATH] [--counts 1000,10000] [--wakeups N] [--idle-seconds S]\n";
+      return 2;
+    }
+  }
+  rlimit lim{};
+  ::getrlimit(RLIMIT_NOFILE, &lim);
+  lim.rlim_cur = lim.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &lim);  // the server inherits it
+
+  std::string dir = std::filesystem::temp_directory_path().string() + "/nymph-bench-XXXXXX";
+  if (!::mkdtemp(dir.data())) return 1;
+  std::string agent = run_capture({binary, "token", "create", "--db", dir + "/c.db", "--role", "agent"});
+  std::string admin = run_capture({binary, "token", "create", "--db", dir + "/c.db", "--role", "admin"});
+  Server server = start_server(binary, dir);
+  std::printf("nymph-control %s (pid %d), fd limit %llu\n", server.url.c_str(), server.pid,
+              static_cast<unsigned long long>(lim.rlim_cur));
+
+  asio::io_context ioc(1);
+  http::ClientConfig cfg;
+  cfg.max_idle_connections = 16;
+  Bench b{ioc, http::Client::create(ioc.get_executor(), server.url, cfg).value(), agent, admin};
+  auto main_coro = [&]() -> asio::awaitable<void> {
+    std::printf("%-12s %10s %14s %12s %12s %12s\n", "held polls", "RSS MiB", "CPU ms/s idle", "wake p50 us",
+                "wake p99 us", "wake max us");
+    auto report = [&](int held) -> asio::awaitable<void> {
+      double cpu0 = cpu_seconds(server.pid);
+      asio::steady_timer t(ioc, std::chrono::seconds(idle_seconds));
+      co_await t.async_wait(asio::use_awaitable);
+      double cpu = (cpu_seconds(server.pid) - cpu0) * 1000.0 / idle_seconds;
+      long rss = rss_kib(server.pid);
+      auto us = co_await b.wakeups(rounds, held);
+      std::printf("%-12d %10.1f %14.3f %12.0f %12.0f %12.0f\n", held, static_cast<double>(rss) / 1024.0, cpu,
+                  percentile(us, 0.5), percentile(us, 0.99), percentile(us, 1.0));
+      std::fflush(stdout);
+    };
+    co_await report(0);
+    int held = 0;
+    for (int n : counts) {
+      co_await b.add_idle(n - held, held);
+      held = n;
+      co_await report(held);
+    }
+  };
+  auto done = asio::co_spawn(ioc, main_coro(), asio::use_future);
+  // Run until the measurements are done, then stop the server (its SIGTERM path answers the idle polls).
+  while (done.wait_for(0s) != std::future_status::ready) ioc.run_one_for(100ms);
+  int rc = 0;
+  try {
+    done.get();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench failed: %s\n", e.what());
+    rc = 1;
+  }
+  ::kill(server.pid, SIGTERM);
+  int status = 0;
+  ::waitpid(server.pid, &status, 0);
+  ioc.stop();
+  std::filesystem::remove_all(dir);
+  return rc;
+}
