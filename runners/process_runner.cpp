@@ -116,7 +116,11 @@ Environment job_environment(const JobSpec& spec, const fs::path& dir, const Proc
 }
 
 Result<std::vector<std::string>> job_argv(const JobSpec& spec, const ProcessRunnerConfig& cfg) {
-  if (spec.kind != "command") return fail("the process runner runs kind=command jobs, not '" + spec.kind + "'");
+  if (spec.kind != "command")
+    return fail("the process runner runs kind=command and kind=training jobs, not '" + spec.kind + "'");
+  if (cfg.profiles_only)
+    return fail("this worker runs approved training profiles only ([runners.process] allow_commands = false): "
+                "argv and command jobs are refused");
   if (spec.command && !spec.argv.empty()) return fail("a job has either argv or command, not both");
   if (spec.command) {
     if (!cfg.allow_commands)
@@ -354,16 +358,37 @@ asio::awaitable<JobUpdate> ProcessRunner::run(JobSpec spec, JobReporter& reporte
   Attempt attempt(exec);
   Registration registration(attempts_, spec.job_id, &attempt);
 
-  auto argv = job_argv(spec, config_);
-  if (!argv) co_return failed(argv.error().message);
+  // A training job: the profile and its input are checked before anything is created or started.
+  const Profile* profile = nullptr;
+  std::string input;
+  Result<std::vector<std::string>> argv = std::vector<std::string>{};
+  if (spec.kind == "training") {
+    auto p = resolve_training(config_.profiles, spec);
+    if (!p) co_return failed(p.error().message);
+    auto text = render_input(**p, spec.parameters);
+    if (!text) co_return failed(text.error().message);
+    profile = *p;
+    input = std::move(*text);
+  } else {
+    argv = job_argv(spec, config_);
+    if (!argv) co_return failed(argv.error().message);
+  }
   if (auto problem = env_problem(spec)) co_return failed(*problem);
   if (spec.timeout && spec.timeout->count() <= 0) co_return failed("timeout must be positive");
   auto dir = make_work_dir(spec);
   if (!dir) co_return failed(dir.error().message);
   attempt.dir = *dir;
 
-  auto child =
-      ChildProcess::launch(exec, LaunchOptions{std::move(*argv), job_environment(spec, *dir, config_), dir->string()});
+  Environment env = job_environment(spec, *dir, config_);
+  if (profile) {
+    if (auto w = write_input(*dir, input); !w) co_return failed(w.error().message);
+    const std::string in_path = (*dir / kInputFile).string(), out_path = (*dir / kResultFile).string();
+    *argv = {profile->script.string(), in_path, out_path};
+    env["NYMPH_INPUT"] = in_path;
+    env["NYMPH_RESULT"] = out_path;
+  }
+
+  auto child = ChildProcess::launch(exec, LaunchOptions{std::move(*argv), std::move(env), dir->string()});
   if (!child) {
     log_->warn("{}: {}", who, child.error().message);
     co_return failed(child.error().message);
@@ -371,6 +396,8 @@ asio::awaitable<JobUpdate> ProcessRunner::run(JobSpec spec, JobReporter& reporte
   log_->info("{}: started pid {} in {}", who, child->pid(), dir->string());
   reporter.update(JobUpdate{JobState::running});
   JobUpdate final = co_await supervise(*child, reporter, config_, attempt.stop, attempt.wake, spec.timeout);
+  // result.json is read only once the process has exited 0, and only reported when it checks out.
+  if (profile) final = attach_result(std::move(final), *dir);
   log_->info("{}: {} ({})", who, to_string(final.state), final.message);
   co_return final;
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "runners/profile.hpp"
 #include "runners/runner.hpp"
 
 namespace boost::asio {
@@ -28,8 +29,13 @@ struct ProcessRunnerConfig {
   // Root of the per-attempt work directories `<work_dir>/<jobId>-<attempt>` (created 0700 when missing;
   // a relative path resolves against the agent's working directory when run() starts).
   std::filesystem::path work_dir = "work";
-  // Whether `command` jobs (run by /bin/sh -c) are accepted; argv jobs always are.
+  // Whether `command` jobs (run by /bin/sh -c) are accepted; argv jobs are unless profiles_only.
   bool allow_commands = false;
+  // A profiles-only worker ([runners.process] allow_commands = false): every kind=command job (argv or
+  // command) fails at once with a message saying so; only approved training profiles run.
+  bool profiles_only = false;
+  // The approved training profiles (kind=training jobs name one of them).
+  ProfileCatalog profiles;
   // Timeout or stop: SIGTERM to the job's process group, this long, then SIGKILL.
   std::chrono::milliseconds kill_grace{10'000};
   // Keep work directories after release() (for debugging).
@@ -43,10 +49,12 @@ struct ProcessRunnerConfig {
   std::chrono::milliseconds output_flush{250};
 };
 
-// Runs `kind=command` jobs: `argv` verbatim, or `command` through /bin/sh -c when allowed. Each attempt runs
-// in its own process group inside a fresh work directory, with the agent's environment minus its secrets
-// and inherited Slurm variables, plus NYMPH_JOB_ID, NYMPH_ATTEMPT, NYMPH_WORK_DIR (and PWD). Single-threaded:
-// all calls on the io_context thread that runs run().
+// Runs `kind=command` jobs: `argv` verbatim, or `command` through /bin/sh -c when allowed; and `kind=training`
+// jobs: the approved profile's script with argv {script, <dir>/input.json, <dir>/result.json}, the checked
+// parameters written to input.json first (see runners/profile.hpp). Each attempt runs in its own process group
+// inside a fresh work directory, with the agent's environment minus its secrets and inherited Slurm
+// variables, plus NYMPH_JOB_ID, NYMPH_ATTEMPT, NYMPH_WORK_DIR (and PWD; for training also NYMPH_INPUT and
+// NYMPH_RESULT). Single-threaded: all calls on the io_context thread that runs run().
 class ProcessRunner final : public Runner {
  public:
   // `logger` must not be null (use nymph::null_logger()). Does not touch the filesystem.
@@ -60,9 +68,11 @@ class ProcessRunner final : public Runner {
 
   // Runs one attempt (see Runner::run). Reports `running` once the process has started; stdout and stderr
   // go to reporter.output() in chunks with contiguous offsets, and the next read waits while output() is
-  // suspended. Returns: succeeded (exit 0); failed with exit_code or signal and a message (non-zero exit,
-  // killed by a signal, "timed out after Ns", or bad input: invalid job id or env name, command not
-  // allowed, missing executable, work directory not creatable); cancelled after stop() with user_cancel,
+  // suspended. Returns: succeeded (exit 0; for training only with a valid result.json, attached as
+  // `result`); failed with exit_code or signal and a message (non-zero exit, killed by a signal, "timed out
+  // after Ns", a training profile that wrote no or an invalid result.json, or bad input: invalid job id or
+  // env name, command not allowed, profiles-only worker, unknown profile, bad parameters, missing
+  // executable, work directory not creatable: nothing is started then); cancelled after stop() with user_cancel,
   // lease_lost or shutdown. Never throws for job problems. If the caller cancels it, the process group is
   // still terminated (TERM, grace, KILL) before the exception propagates.
   boost::asio::awaitable<JobUpdate> run(JobSpec spec, JobReporter& reporter) override;

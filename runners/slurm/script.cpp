@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runners/profile.hpp"
+
 namespace nymph::runners::slurm {
 namespace {
 
@@ -113,6 +115,26 @@ Result<RenderedJob> render_job(const JobSpec& spec, const std::filesystem::path&
   add_body(out.script, spec, dir);
   if (spec.command) out.command = *spec.command + (spec.command->ends_with('\n') ? "" : "\n");
   return out;
+}
+
+Result<std::vector<std::string>> training_sbatch_args(const JobSpec& spec, const std::filesystem::path& dir,
+                                                      const std::vector<SbatchOption>& options,
+                                                      const std::filesystem::path& script) {
+  if (auto r = check_job_id(spec.job_id); !r) return r.error();
+  if (auto r = check_sbatch_path(dir); !r) return r.error();
+  if (!script.is_absolute() || has_nul(script.string())) return fail("profile script " + printable(script.string()) + ": not an absolute path");
+  std::vector<std::string> args{"--parsable", "--job-name=nymph-" + spec.job_id, "--chdir=" + dir.string(),
+                                "--output=" + (dir / kStdoutFile).string(), "--error=" + (dir / kStderrFile).string()};
+  bool has_time = false;
+  for (const auto& o : options) {
+    has_time = has_time || o.key == "time";
+    args.push_back("--" + o.key + (o.value.empty() ? "" : "=" + o.value));
+  }
+  if (spec.timeout && !has_time) args.push_back("--time=" + minutes_for(*spec.timeout));
+  args.push_back(script.string());
+  args.push_back((dir / kInputFile).string());
+  args.push_back((dir / kResultFile).string());
+  return args;
 }
 
 }  // namespace nymph::runners::slurm

@@ -50,4 +50,14 @@ std::string job_dir_name(std::string_view job_id, int attempt);
 Result<RenderedJob> render_job(const JobSpec& spec, const std::filesystem::path& dir,
                                const std::vector<SbatchOption>& options);
 
+// The sbatch arguments (after the program name) that submit an approved training profile's `script` itself
+// for the job directory `dir`: --parsable, --job-name=nymph-<job_id>, --chdir=dir, --output/--error into
+// dir, the validated `options` as --key[=value] (and --time from spec.timeout when `options` has none), then
+// the script and its two arguments dir/input.json and dir/result.json. Options given here win over the
+// profile's own #SBATCH lines, which decide everything else. Job parameters never appear: they are in
+// input.json. Returns an Error for a bad job id, directory or script path. Never throws.
+Result<std::vector<std::string>> training_sbatch_args(const JobSpec& spec, const std::filesystem::path& dir,
+                                                      const std::vector<SbatchOption>& options,
+                                                      const std::filesystem::path& script);
+
 }  // namespace nymph::runners::slurm

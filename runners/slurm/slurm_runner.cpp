@@ -13,6 +13,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "runners/profile.hpp"
 #include "runners/slurm/options.hpp"
 #include "runners/slurm/parse.hpp"
 #include "runners/slurm/script.hpp"
@@ -93,6 +94,7 @@ struct SlurmRunner::Attempt {
   asio::steady_timer wake;                 // cancelled to wake follow() early (final update, detach)
   std::optional<JobUpdate> final;
   bool detached = false;
+  bool training = false;                   // a training profile: result.json is read once it succeeded
   std::optional<StopReason> stop_requested;  // stop() before the Slurm id was known
   OutputTail out, err;
 };
@@ -120,8 +122,25 @@ SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig confi
 SlurmRunner::~SlurmRunner() = default;
 
 asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter) {
-  auto options = validate_options(spec.slurm_options, {config_.account, config_.qos, config_.partition});
+  const bool training = spec.kind == "training";
+  if (!training && config_.profiles_only)
+    co_return failed_update("this worker runs approved training profiles only ([runners.process] allow_commands = "
+                            "false): argv and command jobs are refused");
+  // A profile's own #SBATCH lines decide its resources: site defaults on the command line would override them.
+  OptionDefaults defaults{config_.account, config_.qos, config_.partition};
+  if (training) defaults = {};
+  auto options = validate_options(spec.slurm_options, defaults);
   if (!options) co_return failed_update(options.error().message);
+  const Profile* profile = nullptr;
+  std::string input;
+  if (training) {
+    auto p = resolve_training(config_.profiles, spec);
+    if (!p) co_return failed_update(p.error().message);
+    auto text = render_input(**p, spec.parameters);
+    if (!text) co_return failed_update(text.error().message);
+    profile = *p;
+    input = std::move(*text);
+  }
   if (attempts_.count(spec.job_id)) co_return failed_update("job " + spec.job_id + " is already running on this runner");
   if (attempts_.size() >= static_cast<std::size_t>(config_.max_jobs))
     co_return failed_update("the slurm runner is at capacity (max_jobs = " + std::to_string(config_.max_jobs) + ")");
@@ -130,15 +149,17 @@ asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter)
       co_return failed_update("job " + spec.job_id + " attempt " + std::to_string(spec.attempt) + " is Slurm job " +
                               e.slurm_job_id + " from before the restart: resume() it instead", e.slurm_job_id);
   }
-  auto dir = prepare_dir(spec, *options);
-  if (!dir) co_return failed_update(dir.error().message);
+  auto sub = profile ? prepare_training(spec, *profile, input, *options) : prepare_command(spec, *options);
+  if (!sub) co_return failed_update(sub.error().message);
+  const fs::path* dir = &sub->dir;
 
   JournalEntry entry{spec.job_id, spec.attempt, spec.lease_id, "", *dir, WallClock::now()};
   auto owned = std::make_unique<Attempt>(executor_, entry, reporter, OutputOffsets{});
   Attempt& a = *owned;
+  a.training = sub->training;
   attempts_.emplace(spec.job_id, std::move(owned));
 
-  auto slurm_id = co_await submit(*dir);
+  auto slurm_id = co_await submit(*sub);
   if (!slurm_id) co_return end_without_tracking(spec.job_id, *dir, failed_update(slurm_id.error().message));
   a.entry.slurm_job_id = *slurm_id;
   a.entry.submitted_at = WallClock::now();
@@ -157,27 +178,59 @@ asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter)
   co_return co_await follow(a, {});
 }
 
-Result<fs::path> SlurmRunner::prepare_dir(const JobSpec& spec, const std::vector<SbatchOption>& options) {
-  if (auto id = check_job_id(spec.job_id); !id) return id.error();
+// Removes whatever a previous run left at the attempt's directory and creates it afresh, mode 0700.
+Result<fs::path> SlurmRunner::fresh_dir(const JobSpec& spec) {
   const fs::path dir = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
-  auto rendered = render_job(spec, dir, options);
-  if (!rendered) return rendered.error();
   std::error_code ec;
   fs::remove_all(dir, ec);
   fs::create_directories(dir, ec);
   if (ec) return fail("cannot create job directory " + dir.string() + ": " + ec.message());
   fs::permissions(dir, fs::perms::owner_all, ec);
-  if (auto w = write_file(dir / kScriptFile, rendered->script, fs::perms::owner_read | fs::perms::owner_write); !w) return w.error();
-  if (rendered->command) {
-    if (auto w = write_file(dir / kCommandFile, *rendered->command, fs::perms::owner_read | fs::perms::owner_write); !w)
-      return w.error();
-  }
   return dir;
 }
 
-asio::awaitable<Result<std::string>> SlurmRunner::submit(const fs::path& dir) {
-  std::vector<std::string> argv{config_.sbatch, "--parsable", (dir / kScriptFile).string()};
-  auto r = co_await command(argv);
+Result<SlurmRunner::Submission> SlurmRunner::prepare_command(const JobSpec& spec, const std::vector<SbatchOption>& options) {
+  if (auto id = check_job_id(spec.job_id); !id) return id.error();
+  const fs::path planned = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
+  auto rendered = render_job(spec, planned, options);
+  if (!rendered) return rendered.error();
+  auto dir = fresh_dir(spec);
+  if (!dir) return dir.error();
+  if (auto w = write_file(*dir / kScriptFile, rendered->script, fs::perms::owner_read | fs::perms::owner_write); !w) return w.error();
+  if (rendered->command) {
+    if (auto w = write_file(*dir / kCommandFile, *rendered->command, fs::perms::owner_read | fs::perms::owner_write); !w)
+      return w.error();
+  }
+  std::vector<std::string> argv{config_.sbatch, "--parsable", (*dir / kScriptFile).string()};
+  return Submission{*dir, std::move(argv), scrubbed_environment(), false};
+}
+
+Result<SlurmRunner::Submission> SlurmRunner::prepare_training(const JobSpec& spec, const Profile& profile,
+                                                              const std::string& input,
+                                                              const std::vector<SbatchOption>& options) {
+  const fs::path planned = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
+  auto args = training_sbatch_args(spec, planned, options, profile.script);
+  if (!args) return args.error();
+  auto dir = fresh_dir(spec);
+  if (!dir) return dir.error();
+  if (auto w = write_input(*dir, input); !w) return w.error();
+  std::vector<std::string> argv{config_.sbatch};
+  argv.insert(argv.end(), args->begin(), args->end());
+  // sbatch exports its own environment to the job (--export=ALL is its default): the profile finds its
+  // paths there. The agent's own NYMPH_* variables are not passed on.
+  auto env = scrubbed_environment();
+  std::erase_if(env, [](const auto& kv) { return kv.first.starts_with("NYMPH_"); });
+  env["NYMPH_INPUT"] = (*dir / kInputFile).string();
+  env["NYMPH_RESULT"] = (*dir / kResultFile).string();
+  env["NYMPH_JOB_ID"] = spec.job_id;
+  env["NYMPH_ATTEMPT"] = std::to_string(spec.attempt);
+  return Submission{*dir, std::move(argv), std::move(env), true};
+}
+
+asio::awaitable<Result<std::string>> SlurmRunner::submit(const Submission& s) {
+  std::vector<std::string> argv = s.argv;  // GCC 12: named arguments, no conversions inside co_await
+  std::optional<std::map<std::string, std::string>> env = s.env;
+  auto r = co_await commands_->run(std::move(argv), std::move(env), config_.command_timeout);
   if (!r) co_return fail("sbatch: " + r.error().message);
   if (r->exit_code != 0) {
     std::string err(trim(r->err));
@@ -208,6 +261,8 @@ asio::awaitable<JobUpdate> SlurmRunner::resume(JournalEntry entry, JobReporter& 
   if (attempts_.count(entry.job_id)) co_return failed_update("job " + entry.job_id + " is already tracked here", entry.slurm_job_id);
   auto owned = std::make_unique<Attempt>(executor_, entry, reporter, from);
   Attempt& a = *owned;
+  std::error_code ec;
+  a.training = fs::exists(a.entry.dir / kInputFile, ec);
   attempts_.emplace(entry.job_id, std::move(owned));
   log_->info("job {} attempt {}: re-attached to Slurm job {}", entry.job_id, entry.attempt, entry.slurm_job_id);
   start_tracking(a);
@@ -236,6 +291,8 @@ asio::awaitable<JobUpdate> SlurmRunner::follow(Attempt& a, OutputOffsets) {
   }
   if (!a.detached) co_await ship_output(a, true);  // the job has ended: everything it wrote, to the end
   JobUpdate result = std::move(*a.final);
+  // Only now, with Slurm's final word (COMPLETED), is a training profile's result.json read and checked.
+  if (a.training && !a.detached) result = attach_result(std::move(result), a.entry.dir);
   const std::string job_id = a.entry.job_id;
   if (!a.detached) finished_[job_id] = Finished{a.entry.dir, a.entry.attempt, true};
   job_of_slurm_id_.erase(a.entry.slurm_job_id);

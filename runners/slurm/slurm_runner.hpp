@@ -27,6 +27,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/logger.h>
 
+#include "runners/profile.hpp"
 #include "runners/runner.hpp"
 #include "runners/slurm/command_runner.hpp"
 #include "runners/slurm/journal.hpp"
@@ -51,6 +52,8 @@ struct SlurmRunnerConfig {
   std::size_t output_chunk = 64 * 1024;              // bytes per JobReporter::output call
   int lost_after_cycles = 3;                         // see TrackerConfig
   std::chrono::milliseconds cancel_grace{5 * 60'000};
+  ProfileCatalog profiles;                           // approved training profiles (kind=training)
+  bool profiles_only = false;                        // refuse kind=command jobs ([runners.process] allow_commands = false)
 };
 
 // Where to resume shipping output after a restart (bytes the control plane already has).
@@ -76,7 +79,13 @@ class SlurmRunner final : public Runner {
   // with sbatch's stderr), journals it, reports `running` with the Slurm id, then tracks it: `pending` with
   // Slurm's reason, `running`, output shipped through reporter.output, and returns the final update once
   // the output is flushed. More than max_jobs attempts at once, or a second attempt of a job already
-  // running here, fail at once.
+  // running here, fail at once; so does a kind=command job on a profiles_only runner.
+  // kind=training: the profile must be in `profiles` (else `failed`, nothing written or submitted); the
+  // checked parameters go to <dir>/input.json and the profile script itself is submitted (see
+  // training_sbatch_args; runConfig.slurm adds allow-listed options, the [runners.slurm] account/qos/
+  // partition defaults do not apply) with NYMPH_INPUT, NYMPH_RESULT, NYMPH_JOB_ID, NYMPH_ATTEMPT in its
+  // environment. Once Slurm reports COMPLETED, <dir>/result.json is read and checked: the update is
+  // succeeded with `result`, or failed saying why. No other final state carries a result.
   boost::asio::awaitable<JobUpdate> run(JobSpec spec, JobReporter& reporter) override;
 
   // user_cancel, lease_lost, timeout: scancel at once (an immediate poll cycle); the attempt ends when
@@ -93,7 +102,8 @@ class SlurmRunner final : public Runner {
   const std::vector<JournalEntry>& in_flight() const { return in_flight_; }
 
   // Re-attaches to a journaled attempt: tracks entry.slurm_job_id like run() does after submission, ships
-  // output from `from`, and returns the final update. Returns `failed` at once when the job id is already
+  // output from `from`, and returns the final update (a training attempt, recognised by the input.json in
+  // its directory, gets its result.json checked as in run()). Returns `failed` at once when the job id is already
   // tracked here.
   boost::asio::awaitable<JobUpdate> resume(JournalEntry entry, JobReporter& reporter, OutputOffsets from = {});
 
@@ -112,8 +122,18 @@ class SlurmRunner final : public Runner {
     bool journaled = false;
   };
 
-  Result<std::filesystem::path> prepare_dir(const JobSpec& spec, const std::vector<SbatchOption>& options);
-  boost::asio::awaitable<Result<std::string>> submit(const std::filesystem::path& dir);
+  // What to submit: sbatch's arguments and environment, after the job directory has been prepared.
+  struct Submission {
+    std::filesystem::path dir;
+    std::vector<std::string> argv;  // sbatch and its arguments
+    std::map<std::string, std::string> env;
+    bool training = false;
+  };
+  Result<Submission> prepare_command(const JobSpec& spec, const std::vector<SbatchOption>& options);
+  Result<Submission> prepare_training(const JobSpec& spec, const Profile& profile, const std::string& input,
+                                      const std::vector<SbatchOption>& options);
+  Result<std::filesystem::path> fresh_dir(const JobSpec& spec);
+  boost::asio::awaitable<Result<std::string>> submit(const Submission& s);
   boost::asio::awaitable<JobUpdate> follow(Attempt& a, OutputOffsets from);
   boost::asio::awaitable<void> ship_output(Attempt& a, bool to_end);
   JobUpdate end_without_tracking(const std::string& job_id, const std::filesystem::path& dir, JobUpdate u);

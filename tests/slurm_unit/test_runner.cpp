@@ -8,6 +8,7 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
 
 #include "common/logging.hpp"
 #include "runners/slurm/slurm_runner.hpp"
@@ -291,6 +292,168 @@ TEST_F(RunnerTest, MaxJobsAndDuplicateAttemptsFailAtOnce) {
   EXPECT_EQ(b.state, JobState::failed);
   EXPECT_NE(b.message.find("max_jobs"), std::string::npos);
   EXPECT_EQ(dup.state, JobState::failed);
+}
+
+// kind=training through the fake Slurm: the profile script itself is submitted, parameters only reach
+// input.json, and result.json is read only once sacct says COMPLETED.
+struct TrainingTest : RunnerTest {
+  fs::path script = launch.string() + "-profile.sh";
+  void SetUp() override {
+    RunnerTest::SetUp();
+    std::ofstream(script) << "#!/bin/sh\n#SBATCH --mem=10M\nexit 0\n";
+    fs::permissions(script, fs::perms(0755));
+  }
+  void TearDown() override {
+    RunnerTest::TearDown();
+    fs::remove(script);
+  }
+  SlurmRunnerConfig training_config(std::vector<std::string> allowed = {}) {
+    auto c = config();  // partition = "debug": a site default that must not reach a profile's sbatch
+    c.profiles = ProfileCatalog({Profile{"smoke", script, std::move(allowed), 4096}});
+    return c;
+  }
+  static JobSpec training(std::string id, boost::json::object parameters, std::string profile = "smoke") {
+    JobSpec s;
+    s.job_id = std::move(id);
+    s.lease_id = "lease-" + s.job_id;
+    s.kind = "training";
+    s.profile = std::move(profile);
+    s.parameters = std::move(parameters);
+    return s;
+  }
+  // The job "runs": squeue shows it RUNNING once, then not at all; sacct says `sacct`.
+  void job_ends(std::string sacct, std::optional<std::string> result) {
+    fake.on_submit = [this, sacct, result](const fs::path& dir) {
+      FakeJob j;
+      j.squeue = {"RUNNING|None", ""};
+      j.sacct = sacct;
+      if (result) std::ofstream(dir / "result.json") << *result;
+      submitted_input = std::ifstream(dir / "input.json") ? read(dir / "input.json") : "<none>";
+      return j;
+    };
+  }
+  static std::string read(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  std::string submitted_input;
+};
+
+TEST_F(TrainingTest, SubmitsTheProfileItselfWithInputAndResultPaths) {
+  const std::string hostile = "$(touch /tmp/nymph-pwned) `id`; echo 'x' \"y\"\nz";
+  job_ends("COMPLETED|0:0", R"({"ok":true,"n":[1,2]})");
+  auto runner = make_runner(training_config());
+  Recorder rec;
+  auto s = training("t1", {{"message", hostile}});
+  s.timeout = std::chrono::seconds(90);
+  s.slurm_options["cpus-per-task"] = 2;
+  auto final = run_coro(ioc, runner->run(s, rec), 10s);
+  ASSERT_EQ(final.state, JobState::succeeded) << final.message;
+  ASSERT_TRUE(final.result);
+  EXPECT_EQ(*final.result, boost::json::parse(R"({"ok":true,"n":[1,2]})"));
+  EXPECT_EQ(submitted_input, boost::json::serialize(boost::json::object{{"message", hostile}}));
+
+  ASSERT_EQ(fake.count("sbatch"), 1);
+  const fs::path dir = launch / "t1-1";
+  std::vector<std::string> expected{"sbatch", "--parsable", "--job-name=nymph-t1", "--chdir=" + dir.string(),
+                                    "--output=" + (dir / "stdout.log").string(), "--error=" + (dir / "stderr.log").string(),
+                                    "--cpus-per-task=2", "--time=2", script.string(), (dir / "input.json").string(),
+                                    (dir / "result.json").string()};
+  EXPECT_EQ(fake.calls[0], expected) << "no --partition=debug: the profile's #SBATCH lines decide";
+  ASSERT_TRUE(fake.envs[0]);
+  EXPECT_EQ(fake.envs[0]->at("NYMPH_INPUT"), (dir / "input.json").string());
+  EXPECT_EQ(fake.envs[0]->at("NYMPH_RESULT"), (dir / "result.json").string());
+  EXPECT_EQ(fake.envs[0]->at("NYMPH_JOB_ID"), "t1");
+  for (const auto& call : fake.calls)
+    for (const auto& arg : call) EXPECT_EQ(arg.find("pwned"), std::string::npos) << arg;
+  for (const auto& u : rec.updates) EXPECT_FALSE(u.result) << "only the final update carries the result";
+  runner->release("t1");
+  EXPECT_FALSE(fs::exists(dir)) << "the job directory is cleaned after completion";
+}
+
+TEST_F(TrainingTest, FailedJobHasNoResultEvenIfItWroteOne) {
+  job_ends("FAILED|3:0", R"({"partial":true})");
+  auto runner = make_runner(training_config());
+  Recorder rec;
+  auto final = run_coro(ioc, runner->run(training("t2", {{"message", "hi"}}), rec), 10s);
+  EXPECT_EQ(final.state, JobState::failed);
+  EXPECT_EQ(final.exit_code, 3);
+  EXPECT_FALSE(final.result);
+}
+
+TEST_F(TrainingTest, CompletedWithoutOrWithABadResultFails) {
+  struct Case {
+    std::optional<std::string> result;
+    std::string says;
+  };
+  for (const auto& c : std::vector<Case>{{std::nullopt, "wrote no result.json"},
+                                         {std::string("{\"truncated\":"), "not valid JSON"},
+                                         {std::string(kMaxResultBytes + 1, ' '), "at most"}}) {
+    job_ends("COMPLETED|0:0", c.result);
+    auto runner = make_runner(training_config());
+    Recorder rec;
+    auto final = run_coro(ioc, runner->run(training("t3", {}), rec), 10s);
+    EXPECT_EQ(final.state, JobState::failed) << c.says;
+    EXPECT_FALSE(final.result);
+    EXPECT_NE(final.message.find("COMPLETED"), std::string::npos) << final.message;
+    EXPECT_NE(final.message.find(c.says), std::string::npos) << final.message;
+    runner->release("t3");
+  }
+}
+
+TEST_F(TrainingTest, UnknownProfileBadParametersAndEnvSubmitNothing) {
+  auto runner = make_runner(training_config({"message"}));
+  struct Case {
+    JobSpec spec;
+    std::string says;
+  };
+  std::vector<Case> cases{{training("u1", {}, "nope"), "unknown training profile 'nope'"},
+                          {training("u2", {{"other", 1}}), "parameter 'other' is not allowed"},
+                          {training("u3", {{"message", std::string(5000, 'x')}}), "at most 4096"}};
+  cases.push_back({training("u4", {}), "not environment variables"});
+  cases.back().spec.env["LD_PRELOAD"] = "/tmp/x.so";
+  cases.push_back({training("u5", {}), "runConfig"});
+  cases.back().spec.slurm_options["wrap"] = "id";
+  for (auto& c : cases) {
+    Recorder rec;
+    auto final = run_coro(ioc, runner->run(c.spec, rec), 10s);
+    EXPECT_EQ(final.state, JobState::failed) << c.says;
+    EXPECT_NE(final.message.find(c.says), std::string::npos) << final.message;
+    EXPECT_FALSE(fs::exists(launch / (c.spec.job_id + "-1"))) << "nothing written for " << c.says;
+  }
+  EXPECT_TRUE(fake.calls.empty()) << "nothing reached Slurm";
+}
+
+TEST_F(TrainingTest, ProfilesOnlyRunnerRefusesCommandJobs) {
+  auto c = training_config();
+  c.profiles_only = true;
+  auto runner = make_runner(c);
+  Recorder rec;
+  auto final = run_coro(ioc, runner->run(spec("c1", {"/bin/true"}), rec), 10s);
+  EXPECT_EQ(final.state, JobState::failed);
+  EXPECT_NE(final.message.find("allow_commands = false"), std::string::npos) << final.message;
+  EXPECT_TRUE(fake.calls.empty());
+}
+
+TEST_F(TrainingTest, ResumedTrainingAttemptReadsItsResult) {
+  job_ends("COMPLETED|0:0", R"({"resumed":1})");
+  fake.jobs.clear();
+  {
+    auto runner = make_runner(training_config());
+    fake.on_squeue = [&](int) { runner->stop("r1", StopReason::shutdown); };
+    Recorder rec;
+    auto u = run_coro(ioc, runner->run(training("r1", {}), rec), 10s);
+    EXPECT_EQ(u.state, JobState::running) << u.message;
+  }
+  fake.on_squeue = nullptr;
+  fake.jobs["1000"].squeue = {""};
+  auto runner = make_runner(training_config());
+  ASSERT_EQ(runner->in_flight().size(), 1u);
+  Recorder rec;
+  auto u = run_coro(ioc, runner->resume(runner->in_flight()[0], rec), 10s);
+  ASSERT_EQ(u.state, JobState::succeeded) << u.message;
+  ASSERT_TRUE(u.result);
+  EXPECT_EQ(*u.result, boost::json::parse(R"({"resumed":1})"));
 }
 
 TEST_F(RunnerTest, BadLaunchDirIsAStartUpError) {
