@@ -17,6 +17,7 @@
 #include "nymph/version.hpp"
 #include "runners/child_process.hpp"
 #include "runners/process_runner.hpp"
+#include "runners/profile.hpp"
 #include "runners/slurm/child_command_runner.hpp"
 #include "runners/slurm/slurm_runner.hpp"
 
@@ -44,6 +45,16 @@ AgentConfig load_or_throw(const RunArgs& args) {
     config->profiles.push_back(std::move(p));
   }
   return std::move(*config);
+}
+
+// The approved training profiles; refuses to start (naming the profile and why) unless every script is an
+// absolute path to an existing regular file that group and others cannot write.
+runners::ProfileCatalog profiles_or_throw(const AgentConfig& c) {
+  std::vector<runners::Profile> profiles;
+  for (const auto& p : c.profiles) profiles.push_back({p.name, p.script, p.allowed_parameters, p.max_input_bytes});
+  runners::ProfileCatalog catalog(std::move(profiles));
+  if (auto r = runners::check_profiles(catalog); !r) throw StartupError(r.error().message);
+  return catalog;
 }
 
 ProbeResult probe_or_throw(const AgentConfig& c) {
@@ -74,6 +85,7 @@ DaemonSettings make_settings(const AgentConfig& c, const ProbeResult& probe, con
 }
 
 std::unique_ptr<runners::slurm::SlurmRunner> make_slurm_runner(asio::any_io_executor ex, const AgentConfig& c,
+                                                               const runners::ProfileCatalog& profiles,
                                                                const fs::path& cwd, std::shared_ptr<spdlog::logger> log) {
   runners::slurm::SlurmRunnerConfig sc;
   sc.enabled = c.slurm.enabled;
@@ -90,6 +102,8 @@ std::unique_ptr<runners::slurm::SlurmRunner> make_slurm_runner(asio::any_io_exec
   sc.sacct = c.slurm.sacct;
   sc.scancel = c.slurm.scancel;
   sc.keep_job_dirs = c.slurm.keep_job_dirs;
+  sc.profiles = profiles;
+  sc.profiles_only = !c.process.allow_commands;
   try {
     return std::make_unique<runners::slurm::SlurmRunner>(ex, sc, std::make_unique<runners::slurm::ChildCommandRunner>(),
                                                          log);
@@ -172,6 +186,7 @@ asio::awaitable<void> forward_signals(asio::signal_set& signals, Daemon& daemon)
 
 int run_daemon(const RunArgs& args) {
   AgentConfig config = load_or_throw(args);
+  const runners::ProfileCatalog profiles = profiles_or_throw(config);
   auto log = make_logger("nymph", config.log.level, config.log.file.string());
   auto token = read_token_file(config.server.token_file);
   if (!token) throw StartupError(token.error().message);
@@ -193,6 +208,8 @@ int run_daemon(const RunArgs& args) {
     process_runner = std::make_unique<runners::ProcessRunner>(
         runners::ProcessRunnerConfig{.work_dir = fs::absolute(config.worker.work_dir),
                                      .allow_commands = config.process.allow_commands,
+                                     .profiles_only = !config.process.allow_commands,
+                                     .profiles = profiles,
                                      .kill_grace = config.process.kill_grace,
                                      .keep_work_dirs = config.process.keep_work_dirs},
         log);
@@ -206,7 +223,7 @@ int run_daemon(const RunArgs& args) {
   std::unique_ptr<runners::slurm::SlurmRunner> slurm_runner;
   std::vector<AdoptedAttempt> adopted;
   if (probe.sbatch_path) {
-    slurm_runner = make_slurm_runner(ioc.get_executor(), config, cwd, log);
+    slurm_runner = make_slurm_runner(ioc.get_executor(), config, profiles, cwd, log);
     settings.capacity["slurm"] = config.slurm.max_jobs;
     runner_map["slurm"] = slurm_runner.get();
     adopted = adopt_journaled_attempts(*slurm_runner);

@@ -50,7 +50,8 @@ AgentProcess::AgentProcess(const ControlServer& cp, AgentOptions options) : opti
     << options_.max_process_jobs << "\ndrain_grace = \"" << options_.drain_grace << "\"\nidle_exit = \""
     << options_.idle_exit << "\"\n"
     << "[runners.process]\nkill_grace = \"" << options_.kill_grace << "\"\n"
-    << "[runners.slurm]\nenabled = false\n"
+    << options_.process_toml
+    << "[runners.slurm]\n" << options_.slurm_toml
     << "[log]\nlevel = \"debug\"\nfile = \"agent.log\"\n"
     << options_.extra_toml;
   c.close();
