@@ -2,7 +2,8 @@
 # run-all.sh - the one command that runs every test of nymph on a fresh Debian 12 machine (as root).
 #
 # Installs the Debian packages (packaging/deps-debian.sh), configures and builds the `ci` preset (Debug,
-# ASan+UBSan, warnings as errors), then runs every ctest label: unit, integration and slurm. The slurm
+# ASan+UBSan, warnings as errors) and the release artifacts (packaging/release.sh: the `static` preset), then
+# runs every ctest label: unit, integration, deploy and slurm. The slurm
 # label's fixture starts the single-node lab cluster (tests/slurm-lab) and stops what it started.
 #
 #   tests/run-all.sh                 everything
@@ -14,6 +15,9 @@ packaging/deps-debian.sh
 export PATH=$PATH:/usr/sbin:/sbin
 cmake --preset ci
 cmake --build --preset ci
+# The portable static binaries and the release artifacts (tarball, .deb, .rpm) that the `deploy` label tests
+# (skipped when NYMPH_TEST_LABELS does not select that label).
+if [[ -z ${NYMPH_TEST_LABELS:-} || deploy =~ $NYMPH_TEST_LABELS ]]; then packaging/release.sh; fi
 args=(--preset ci)
 [[ -n ${NYMPH_TEST_LABELS:-} ]] && args+=(-L "$NYMPH_TEST_LABELS")
 exec ctest "${args[@]}"
