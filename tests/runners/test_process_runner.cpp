@@ -375,7 +375,10 @@ TEST_F(ProcessRunnerTest, InvalidSpecsFail) {
   expect_failed(both, "not both");
   auto training = argv_job({"--exit", "0"});
   training.kind = "training";
-  expect_failed(training, "kind=command");
+  expect_failed(training, "training job without a profile name");
+  auto other = argv_job({"--exit", "0"});
+  other.kind = "other";
+  expect_failed(other, "runs kind=command and kind=training jobs, not 'other'");
   auto zero = argv_job({"--exit", "0"});
   zero.timeout = std::chrono::seconds(0);
   expect_failed(zero, "timeout");

@@ -125,4 +125,18 @@ inline std::string sacct_fields(const std::string& slurm_id, const std::string& 
   return s;
 }
 
+// sacct_fields once they read `expected`, polling up to `limit`: right after a job ends, slurmdbd may still
+// lack the fields it fills from the job's start (seen: "|0|2" for Partition,ReqCPUS,AllocCPUS of a COMPLETED
+// job). Returns the last answer, so a test still fails when the record never matches.
+inline std::string sacct_fields_settled(const std::string& slurm_id, const std::string& fields, const std::string& expected,
+                                        std::chrono::milliseconds limit = std::chrono::seconds(15)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::string got = sacct_fields(slurm_id, fields);
+  while (got != expected && std::chrono::steady_clock::now() < deadline) {
+    ::usleep(200'000);  // slurmdbd has no "record complete" notification to wait on
+    got = sacct_fields(slurm_id, fields);
+  }
+  return got;
+}
+
 }  // namespace nymph::test::lab

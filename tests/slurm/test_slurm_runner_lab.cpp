@@ -70,7 +70,7 @@ TEST(SlurmRunnerLab, PartitionAndCpusPerTaskAreHonoured) {
   s.slurm_options["cpus-per-task"] = 2;
   auto final = lab.run(s, rec, 200s);  // may wait for a CPU held by a parallel slow test
   ASSERT_EQ(final.state, JobState::succeeded) << final.message;
-  EXPECT_EQ(sacct_fields(*final.slurm_job_id, "Partition,ReqCPUS,AllocCPUS"), "long|2|2");
+  EXPECT_EQ(sacct_fields_settled(*final.slurm_job_id, "Partition,ReqCPUS,AllocCPUS", "long|2|2"), "long|2|2");
 }
 
 TEST(SlurmRunnerLab, InjectionAttemptsAreRejectedAndNothingReachesSlurm) {
