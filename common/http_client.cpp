@@ -205,7 +205,13 @@ struct Client::Impl {
     if (!numeric && !SSL_set_tlsext_host_name(s.native_handle(), ep.host.c_str()))
       co_return fail("TLS setup for " + origin() + " failed (SNI)");
     s.set_verify_mode(ssl::verify_peer);
-    s.set_verify_callback(ssl::host_name_verification(ep.host));
+    // OpenSSL checks the name (or IP address) itself, so a mismatch fails as "hostname mismatch" / "IP address
+    // mismatch" (an asio verify callback that returns false leaves only "unspecified certificate verification
+    // error").
+    X509_VERIFY_PARAM* param = SSL_get0_param(s.native_handle());
+    if (numeric ? !X509_VERIFY_PARAM_set1_ip_asc(param, ep.host.c_str())
+                : !X509_VERIFY_PARAM_set1_host(param, ep.host.c_str(), ep.host.size()))
+      co_return fail("TLS setup for " + origin() + " failed (host name check)");
     auto [hec] = co_await s.async_handshake(ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
     if (hec) {
       std::string why = describe(hec);
