@@ -35,7 +35,8 @@ class Tls : public ::testing::TestWithParam<bool> {  // param: use the static bi
     env.emplace("PATH", "/usr/bin:/bin");
     auto r = run_with_env(env, {binary(), "doctor", "--json", "--timeout", "10", "--config", (dir_ / "config.toml").string()});
     Outcome o{"(missing)", "", r.exit_code, r.out + r.err};
-    for (const auto& c : one_object(r.out).at("checks").as_array())
+    auto report = one_object(r.out);
+    for (const auto& c : report.at("checks").as_array())
       if (c.as_object().at("name") == "control.tls") {
         o.verdict = c.as_object().at("verdict").as_string();
         o.detail = c.as_object().at("detail").as_string();
