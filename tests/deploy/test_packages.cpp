@@ -37,6 +37,7 @@ TEST(ReleaseTarball, UnpacksAndItsNymphRunsAJob) {
   ASSERT_EQ(untar.exit_code, 0) << untar.err;
   fs::path top = empty / kName;
   for (auto f : {"bin/nymph", "bin/nymph-control", "config.example.toml", "LICENSE", "README.md", "docs/install.md",
+                 "examples/slurm-smoke.sh",
                  "docs/config.md", "systemd/nymph.service", "systemd/README.md"})
     EXPECT_TRUE(fs::exists(top / f)) << f;
   auto file = run_command({"file", "-b", (top / "bin/nymph").string()});
