@@ -8,6 +8,7 @@
 #
 #   packaging/demo.sh              build (release preset) and run
 #   NYMPH_DEMO_SKIP_BUILD=1 ...    reuse build/release
+#   NYMPH_DEMO_KEEP=1 ...          keep the temporary directory (logs, database) for a look afterwards
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -28,13 +29,14 @@ chmod 0755 "$DEMO"
 server_pid=""
 cleanup() {
   [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
-  rm -rf "$DEMO"
+  if [[ ${NYMPH_DEMO_KEEP:-0} == 1 ]]; then echo "kept $DEMO"; else rm -rf "$DEMO"; fi
 }
 trap cleanup EXIT
 
 say "control plane: nymph-control serve on an embedded SQLite database"
 (umask 077 && "$CONTROL" token create --db "$DEMO/control.db" --role admin --name demo-admin >"$DEMO/admin.token")
 (umask 077 && "$CONTROL" token create --db "$DEMO/control.db" --role agent --name demo-agent >"$DEMO/agent.token")
+: >"$DEMO/serve.out"
 "$CONTROL" serve --listen 127.0.0.1:0 --db "$DEMO/control.db" >"$DEMO/serve.out" 2>"$DEMO/serve.log" &
 server_pid=$!
 until read -r _ _ URL <"$DEMO/serve.out" 2>/dev/null && [[ -n ${URL:-} ]]; do
