@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <ctime>
 #include <unordered_set>
 
 #include <boost/asio/as_tuple.hpp>
@@ -73,9 +74,20 @@ asio::awaitable<void> watch_peer_close(tcp::socket& sock) {
   co_await forever.async_wait(asio::as_tuple(asio::use_awaitable));
 }
 
+// RFC 9110 IMF-fixdate of now, e.g. "Sun, 29 Nov 2026 22:40:00 GMT" (clients use it to measure clock skew).
+std::string http_date() {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &utc);
+  return buf;
+}
+
 bhttp::response<bhttp::string_body> to_beast(HttpReply r, bool keep_alive) {
   bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(r.status), 11};
   res.set(bhttp::field::server, "nymph-control");
+  res.set(bhttp::field::date, http_date());
   res.set(bhttp::field::content_type, r.content_type);
   res.set(bhttp::field::cache_control, "no-store");
   for (auto& [k, v] : r.headers) res.set(k, v);

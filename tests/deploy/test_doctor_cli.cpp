@@ -63,7 +63,8 @@ TEST_F(DoctorCli, AllGoodWithFakeSlurmAndARealControlPlane) {
   EXPECT_NE(detail(report, "slurm.sbatch").find("slurm 22.05.8"), std::string::npos) << r.out;
   EXPECT_NE(detail(report, "slurm.controller").find("2 job(s)"), std::string::npos) << r.out;
   EXPECT_NE(detail(report, "slurm.account").find("proj"), std::string::npos) << r.out;
-  EXPECT_NE(verdict(report, "control.clock"), "(missing)") << r.out;
+  // nymph-control sends a Date header and shares this machine's clock: the skew is measured and small.
+  EXPECT_EQ(verdict(report, "control.clock"), "ok") << r.out;
   EXPECT_EQ(r.out.find(cp.agent_token()), std::string::npos);
 }
 
