@@ -17,6 +17,7 @@
 
 #include "tests/support/agent_process.hpp"
 #include "tests/support/control_server.hpp"
+#include "tests/support/json_output.hpp"
 
 namespace json = boost::json;
 using namespace nymph::test;
@@ -31,12 +32,6 @@ json::object only_worker(const ControlServer& cp) {
   auto& list = v.as_object().at("workers").as_array();
   EXPECT_EQ(list.size(), 1u) << r.out;
   return list.at(0).as_object();
-}
-
-std::string str(const json::object& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end() || it->value().is_null()) return "null";
-  return std::string(it->value().as_string());
 }
 
 std::string read_file(const std::string& p) {

@@ -12,22 +12,17 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/commands.hpp"
+#include "tests/support/json_output.hpp"
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
+using nymph::test::one_object;
 using nymph::test::CommandOutput;
 using nymph::test::run_as;
 
 namespace {
 
 constexpr const char* kUser = "nymphci";
-
-json::object one_object(const CommandOutput& r) {
-  boost::system::error_code ec;
-  auto v = json::parse(r.out, ec);
-  EXPECT_FALSE(ec) << "stdout is not one JSON value: " << r.out << r.err;
-  return v.is_object() ? v.as_object() : json::object{};
-}
 
 class InstallSlurm : public ::testing::Test {
  protected:

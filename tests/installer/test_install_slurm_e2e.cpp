@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/commands.hpp"
+#include "tests/support/json_output.hpp"
 #include "tests/support/control_server.hpp"
 
 namespace fs = std::filesystem;
@@ -23,19 +24,6 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr const char* kUser = "nymphci";
-
-json::object one_object(const CommandOutput& r) {
-  boost::system::error_code ec;
-  auto v = json::parse(r.out, ec);
-  EXPECT_FALSE(ec) << "stdout is not one JSON value: " << r.out << r.err;
-  return v.is_object() ? v.as_object() : json::object{};
-}
-
-std::string str(const json::object& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end() || it->value().is_null()) return "null";
-  return std::string(it->value().as_string());
-}
 
 class InstallSlurmE2E : public ::testing::Test {
  protected:
