@@ -25,6 +25,8 @@ using runners::Stream;
 
 namespace {
 
+constexpr std::size_t kMaxLogUpload = 1 << 20;  // bytes per log PUT (the protocol allows 8 MiB)
+
 protocol::EventState to_event_state(JobState s) {
   switch (s) {
     case JobState::pending: return protocol::EventState::pending;
@@ -78,7 +80,8 @@ class AttemptReporter final : public runners::JobReporter {
 
 // One attempt in hand: from the poll reply that assigned it until its final event is acknowledged.
 struct Attempt {
-  Attempt(asio::any_io_executor ex, std::size_t bound) : wake(ex), drained(ex), reporter(*this, bound) {}
+  Attempt(asio::any_io_executor ex, const DaemonSettings& s)
+      : outbox(kMaxLogUpload, s.progress_event_hold), wake(ex), drained(ex), reporter(*this, s.max_buffered_output) {}
   std::string job_id, lease_id, runner_name;
   int number = 1;
   runners::Runner* runner = nullptr;
@@ -100,7 +103,7 @@ struct Attempt {
 
 void AttemptReporter::update(JobUpdate u) {
   if (attempt_.stopped() || runners::is_final(u.state)) return;  // final updates are run()'s return value
-  attempt_.outbox.push_event(std::move(u), std::chrono::system_clock::now());
+  attempt_.outbox.push_event(std::move(u), std::chrono::system_clock::now(), Clock::now());
   attempt_.wake.notify();
 }
 
@@ -124,7 +127,7 @@ struct Daemon::Impl {
         state_changed(ex),
         background_done(ex) {
     for (auto& x : adopted) {
-      auto a = std::make_unique<Attempt>(ex, settings.max_buffered_output);
+      auto a = std::make_unique<Attempt>(ex, settings);
       a->job_id = x.job_id;
       a->lease_id = x.lease_id;
       a->number = x.attempt;
@@ -377,7 +380,7 @@ struct Daemon::Impl {
       log->info("job {}: not started, the agent is stopping (the control plane re-queues it)", job.job_id);
       return;
     }
-    auto a = std::make_unique<Attempt>(ex, settings.max_buffered_output);
+    auto a = std::make_unique<Attempt>(ex, settings);
     a->job_id = job.job_id;
     a->lease_id = job.lease_id;
     a->number = job.attempt;
@@ -402,7 +405,8 @@ struct Daemon::Impl {
     // suspension, and the attempt is removed as soon as neither is active. `raw` is not used afterwards.
     raw->shipper_active = true;
     if (refusal)
-      raw->outbox.push_event(JobUpdate{.state = JobState::failed, .message = *refusal}, std::chrono::system_clock::now());
+      raw->outbox.push_event(JobUpdate{.state = JobState::failed, .message = *refusal}, std::chrono::system_clock::now(),
+                             Clock::now());
     else
       raw->run_active = true;
     std::string id = raw->job_id;
@@ -429,7 +433,7 @@ struct Daemon::Impl {
       }
       log->info("job {}: {}{}", a->job_id, to_string(final_update.state),
                 final_update.message.empty() ? "" : " (" + final_update.message + ")");
-      a->outbox.push_event(std::move(final_update), std::chrono::system_clock::now());
+      a->outbox.push_event(std::move(final_update), std::chrono::system_clock::now(), Clock::now());
     }
     a->wake.notify();
     state_changed.notify();
@@ -476,10 +480,10 @@ struct Daemon::Impl {
   asio::awaitable<void> ship(Attempt* a) {
     Backoff retry({settings.backoff_initial, settings.backoff_max});
     while (!a->stopped()) {
-      auto u = a->outbox.next_upload();
+      auto u = a->outbox.next_upload(Clock::now());
       if (!u) {
         if (a->outbox.finished() || (!a->run_active && !a->outbox.has_final())) break;
-        co_await a->wake.wait();
+        co_await a->wake.wait(a->outbox.held_until(Clock::now()));
         continue;
       }
       auto r = co_await upload(*a, *u);

@@ -35,7 +35,10 @@ struct DaemonSettings {
   std::chrono::milliseconds backoff_initial{500};
   std::chrono::milliseconds backoff_max{60'000};
   std::chrono::milliseconds exit_delivery_timeout{30'000};  // how long to keep delivering at exit
-  std::size_t max_buffered_output = 8 << 20;     // per attempt, before the job is slowed down
+  std::size_t max_buffered_output = 2 << 20;     // log bytes per attempt before the job's output is slowed down
+  // A `running` (or `pending`) event waits this long before it is sent; a job that ends sooner reports only its
+  // final event. One request and one commit less per short job; the state shows up this much later otherwise.
+  std::chrono::milliseconds progress_event_hold{20};
   LifecycleConfig lifecycle;
   std::filesystem::path status_file;              // empty: none
 };

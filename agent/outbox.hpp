@@ -17,6 +17,8 @@ struct OutboxEvent {
   std::int64_t seq = 0;
   runners::JobUpdate update;
   std::chrono::system_clock::time_point at;
+  std::chrono::steady_clock::time_point held_until;  // a progress event is not offered before this
+  bool offered = false;                              // returned by next_upload(): may be on the wire
 };
 
 // The next thing to send. Exactly one of `event` / log fields is meaningful.
@@ -30,21 +32,32 @@ struct Upload {
 
 class AttemptOutbox {
  public:
-  // `max_chunk` bounds one log upload.
-  explicit AttemptOutbox(std::size_t max_chunk = 1 << 20) : max_chunk_(max_chunk) {}
+  using SteadyTime = std::chrono::steady_clock::time_point;
 
-  // Queues a state change; assigns and returns its seq.
-  std::int64_t push_event(runners::JobUpdate update, std::chrono::system_clock::time_point at);
+  // `max_chunk` bounds one log upload. A progress event (pending, running) is held back for `progress_hold`
+  // after it is queued, unless log bytes queue behind it: a job that ends within the hold reports its final
+  // event only, saving the control plane a request and a commit per short job.
+  explicit AttemptOutbox(std::size_t max_chunk = 1 << 20,
+                         std::chrono::milliseconds progress_hold = std::chrono::milliseconds(0))
+      : max_chunk_(max_chunk), progress_hold_(progress_hold) {}
+
+  // Queues a state change at wall time `at` (steady time `now`); assigns and returns its seq. A final event
+  // replaces the progress events that were never offered: it takes the first one's seq (so seqs stay
+  // contiguous) and its Slurm job id when it has none of its own.
+  std::int64_t push_event(runners::JobUpdate update, std::chrono::system_clock::time_point at, SteadyTime now);
   // Queues output bytes at `offset`. Offsets must be contiguous per stream; bytes before what is already
   // queued or delivered are dropped (an overlap), a gap is a bug in the producer and throws std::logic_error.
   void push_output(runners::Stream stream, std::uint64_t offset, std::string_view bytes);
 
   // Log bytes queued but not yet acknowledged, both streams.
-  std::size_t buffered_bytes() const { return out_.pending.size() + err_.pending.size(); }
+  std::size_t buffered_bytes() const { return out_.size + err_.size; }
 
-  // What to send next, or nullopt when nothing is sendable now. Progress events go first; log bytes next;
-  // a final event only once every log byte before it is acknowledged, so a finished job's logs are complete.
-  std::optional<Upload> next_upload() const;
+  // What to send next at `now`, or nullopt when nothing is sendable now. Progress events go first; log bytes
+  // next; a final event only once every log byte before it is acknowledged, so a finished job's logs are
+  // complete. An event returned here counts as offered and is never replaced afterwards.
+  std::optional<Upload> next_upload(SteadyTime now);
+  // When a held progress event becomes sendable, if next_upload() returned nothing because of it.
+  std::optional<SteadyTime> held_until(SteadyTime now) const;
   // The upload returned by next_upload() was acknowledged (2xx, or an idempotent duplicate).
   void acknowledged(const Upload& u);
   // The server answered a log upload with 409 and the offset it expects next. When it expects more than we
@@ -60,15 +73,24 @@ class AttemptOutbox {
   std::int64_t last_seq() const { return next_seq_ - 1; }
 
  private:
+  // The bytes [acked, acked + size) of one stream, in chunks of at most max_chunk_ bytes, so that an
+  // acknowledgement drops a chunk instead of moving everything behind it.
   struct StreamBuffer {
-    std::uint64_t acked = 0;   // bytes the server has
-    std::string pending;       // bytes [acked, acked + pending.size())
-    std::uint64_t end() const { return acked + pending.size(); }
+    std::uint64_t acked = 0;         // bytes the server has
+    std::deque<std::string> chunks;  // pending bytes; the first front_skip bytes of chunks.front() are acked
+    std::size_t front_skip = 0;
+    std::size_t size = 0;            // pending bytes in all chunks
+    std::uint64_t end() const { return acked + size; }
+    // Drops the first `n` pending bytes (n <= size) and counts them as acknowledged.
+    void drop(std::size_t n);
   };
   StreamBuffer& buffer(runners::Stream s) { return s == runners::Stream::out ? out_ : err_; }
   const StreamBuffer& buffer(runners::Stream s) const { return s == runners::Stream::out ? out_ : err_; }
 
+  bool holding(SteadyTime now) const;
+
   std::size_t max_chunk_;
+  std::chrono::milliseconds progress_hold_;
   std::deque<OutboxEvent> events_;
   StreamBuffer out_, err_;
   std::int64_t next_seq_ = 1;

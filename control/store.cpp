@@ -483,8 +483,10 @@ ApiResult<PollOutcome> Store::poll(const std::string& worker_id, const protocol:
   out.caps.runners = strings_from(q.text(2));
   out.caps.tags = string_map_from(q.text(3));
   out.caps.profiles = strings_from(q.text(4));
-  query("UPDATE workers SET status='active', last_seen=? WHERE id=?")
-      .bind(protocol::format_time(now), worker_id)
+  // last_seen is kept to the second: a burst of polls (one per finished job) then commits nothing, so the
+  // poll does not queue an fsync in front of the events that follow it.
+  query("UPDATE workers SET status='active', last_seen=? WHERE id=? AND (status<>'active' OR last_seen<?)")
+      .bind(protocol::format_time(now), worker_id, protocol::format_time(now - std::chrono::seconds(1)))
       .run();
   reconcile(worker_id, req.running, out.reply.cancel, out.renewed_leases);
   out.draining = req.draining || out.reply.directive.has_value();

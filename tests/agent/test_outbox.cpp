@@ -13,6 +13,8 @@ using nymph::runners::Stream;
 
 namespace {
 const auto now = std::chrono::system_clock::time_point{};
+const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+using std::chrono::milliseconds;
 
 // Drains the outbox as a perfect server would, returning what it received.
 struct Received {
@@ -20,7 +22,7 @@ struct Received {
   std::vector<std::int64_t> seqs;
 };
 Received drain(AttemptOutbox& box, Received r = {}) {
-  while (auto u = box.next_upload()) {
+  while (auto u = box.next_upload(t0)) {
     if (u->kind == Upload::Kind::log) {
       auto& s = u->stream == Stream::out ? r.out : r.err;
       EXPECT_EQ(u->offset, s.size());
@@ -36,18 +38,18 @@ Received drain(AttemptOutbox& box, Received r = {}) {
 
 TEST(Outbox, ProgressEventsFirstFinalEventAfterAllLogs) {
   AttemptOutbox box(4);
-  EXPECT_EQ(box.push_event({.state = JobState::running}, now), 1);
+  EXPECT_EQ(box.push_event({.state = JobState::running}, now, t0), 1);
   box.push_output(Stream::out, 0, "hello world");
   box.push_output(Stream::err, 0, "oops");
-  EXPECT_EQ(box.push_event({.state = JobState::succeeded, .exit_code = 0}, now), 2);
+  auto first = box.next_upload(t0);
+  EXPECT_EQ(box.push_event({.state = JobState::succeeded, .exit_code = 0}, now, t0), 2);
   EXPECT_EQ(box.buffered_bytes(), 15u);
 
-  auto first = box.next_upload();
   ASSERT_EQ(first->kind, Upload::Kind::event);
   EXPECT_EQ(first->event->seq, 1);
   box.acknowledged(*first);
   // logs in chunks of at most 4 bytes, then the final event
-  auto chunk = box.next_upload();
+  auto chunk = box.next_upload(t0);
   ASSERT_EQ(chunk->kind, Upload::Kind::log);
   EXPECT_EQ(chunk->bytes, "hell");
   box.acknowledged(*chunk);
@@ -62,8 +64,8 @@ TEST(Outbox, ProgressEventsFirstFinalEventAfterAllLogs) {
 TEST(Outbox, UnacknowledgedUploadsAreOfferedAgain) {
   AttemptOutbox box;
   box.push_output(Stream::out, 0, "abc");
-  auto u1 = box.next_upload();
-  auto u2 = box.next_upload();  // no ack (connection failed): the same bytes again
+  auto u1 = box.next_upload(t0);
+  auto u2 = box.next_upload(t0);  // no ack (connection failed): the same bytes again
   EXPECT_EQ(u1->offset, u2->offset);
   EXPECT_EQ(u2->bytes, "abc");
 }
@@ -80,17 +82,71 @@ TEST(Outbox, ServerAheadAfterALostReplySkipsWhatItHas) {
   AttemptOutbox box;
   box.push_output(Stream::err, 0, "0123456789");
   ASSERT_TRUE(box.expected_offset(Stream::err, 6));  // 409: the server already has 6 bytes
-  auto u = box.next_upload();
+  auto u = box.next_upload(t0);
   EXPECT_EQ(u->offset, 6u);
   EXPECT_EQ(u->bytes, "6789");
   EXPECT_FALSE(box.expected_offset(Stream::err, 2));   // the server lost data we no longer have
   EXPECT_FALSE(box.expected_offset(Stream::err, 99));  // the server claims bytes never produced
 }
 
+TEST(Outbox, OutputSpanningManyChunksIsOfferedChunkByChunk) {
+  AttemptOutbox box(4);
+  box.push_output(Stream::out, 0, "ab");
+  box.push_output(Stream::out, 2, "cdefghij");  // fills "abcd", then "efgh", "ij"
+  EXPECT_EQ(box.next_upload(t0)->bytes, "abcd");
+  ASSERT_TRUE(box.expected_offset(Stream::out, 5));  // the server has "abcde": resume inside a chunk
+  auto u = box.next_upload(t0);
+  EXPECT_EQ(u->offset, 5u);
+  EXPECT_EQ(u->bytes, "fgh");
+  box.acknowledged(*u);
+  box.push_output(Stream::out, 10, "klm");  // appended to the partial last chunk, then a new one
+  EXPECT_EQ(box.buffered_bytes(), 5u);
+  EXPECT_EQ(drain(box, Received{.out = "abcdefgh"}).out, "abcdefghijklm");
+  EXPECT_EQ(box.buffered_bytes(), 0u);
+}
+
 TEST(Outbox, NothingAfterTheFinalEvent) {
   AttemptOutbox box;
-  box.push_event({.state = JobState::failed, .exit_code = 3}, now);
-  EXPECT_THROW(box.push_event({.state = JobState::running}, now), std::logic_error);
+  box.push_event({.state = JobState::failed, .exit_code = 3}, now, t0);
+  EXPECT_THROW(box.push_event({.state = JobState::running}, now, t0), std::logic_error);
+}
+
+TEST(Outbox, ProgressEventIsHeldAndReplacedByAQuickFinalEvent) {
+  AttemptOutbox box(1 << 20, milliseconds(20));
+  EXPECT_EQ(box.push_event({.state = JobState::pending, .slurm_job_id = "42"}, now, t0), 1);
+  EXPECT_EQ(box.push_event({.state = JobState::running}, now, t0 + milliseconds(1)), 2);
+  EXPECT_FALSE(box.next_upload(t0 + milliseconds(5)));
+  EXPECT_EQ(box.held_until(t0 + milliseconds(5)), t0 + milliseconds(20));
+  // The job ends within the hold: its final event alone, numbered 1, carrying the Slurm job id.
+  EXPECT_EQ(box.push_event({.state = JobState::succeeded, .exit_code = 0}, now, t0 + milliseconds(6)), 1);
+  auto u = box.next_upload(t0 + milliseconds(6));
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->event->seq, 1);
+  EXPECT_EQ(u->event->update.state, JobState::succeeded);
+  EXPECT_EQ(u->event->update.slurm_job_id, std::optional<std::string>("42"));
+  box.acknowledged(*u);
+  EXPECT_TRUE(box.finished());
+}
+
+TEST(Outbox, HeldProgressEventGoesOutWhenTheHoldEndsOrOutputArrives) {
+  AttemptOutbox box(1 << 20, milliseconds(20));
+  box.push_event({.state = JobState::running}, now, t0);
+  EXPECT_FALSE(box.next_upload(t0 + milliseconds(19)));
+  auto u = box.next_upload(t0 + milliseconds(20));
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->event->update.state, JobState::running);
+  // Once offered it may be on the wire: a final event no longer replaces it.
+  EXPECT_EQ(box.push_event({.state = JobState::failed, .exit_code = 1}, now, t0 + milliseconds(21)), 2);
+  box.acknowledged(*u);
+  EXPECT_EQ(drain(box).seqs, (std::vector<std::int64_t>{2}));
+
+  AttemptOutbox chatty(1 << 20, milliseconds(20));
+  chatty.push_event({.state = JobState::running}, now, t0);
+  chatty.push_output(Stream::out, 0, "hi");  // output must not wait: the running event goes first, at once
+  EXPECT_FALSE(chatty.held_until(t0));
+  auto first = chatty.next_upload(t0);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->kind, Upload::Kind::event);
 }
 
 TEST(StatusFile, RoundTripsAtomically) {
