@@ -11,7 +11,8 @@ std::int64_t AttemptOutbox::push_event(runners::JobUpdate update, std::chrono::s
   bool final = runners::is_final(update.state);
   if (final) {
     final_queued_ = true;
-    while (!events_.empty() && !events_.back().offered) {  // only progress events can be queued before it
+    // Progress events still held (not offered, within the hold, no output behind them) are replaced.
+    while (!events_.empty() && !events_.back().offered && now < events_.back().held_until && buffered_bytes() == 0) {
       if (!update.slurm_job_id) update.slurm_job_id = events_.back().update.slurm_job_id;
       next_seq_ = events_.back().seq;
       events_.pop_back();

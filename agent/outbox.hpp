@@ -42,8 +42,8 @@ class AttemptOutbox {
       : max_chunk_(max_chunk), progress_hold_(progress_hold) {}
 
   // Queues a state change at wall time `at` (steady time `now`); assigns and returns its seq. A final event
-  // replaces the progress events that were never offered: it takes the first one's seq (so seqs stay
-  // contiguous) and its Slurm job id when it has none of its own.
+  // replaces the progress events still held back (never offered, within their hold, no log bytes queued): it
+  // takes the first one's seq (so seqs stay contiguous) and its Slurm job id when it has none of its own.
   std::int64_t push_event(runners::JobUpdate update, std::chrono::system_clock::time_point at, SteadyTime now);
   // Queues output bytes at `offset`. Offsets must be contiguous per stream; bytes before what is already
   // queued or delivered are dropped (an overlap), a gap is a bug in the producer and throws std::logic_error.

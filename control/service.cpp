@@ -21,6 +21,7 @@ using protocol::Directive;
 namespace {
 
 constexpr std::size_t kMaxLogRead = 4 * 1024 * 1024;
+constexpr std::uint64_t kMaxJobWaitS = 60;  // GET /v1/jobs/{id}?waitS=
 
 WallTime wall_now() { return std::chrono::system_clock::now(); }
 
@@ -97,10 +98,12 @@ void Service::stop() {
   if (stopping_) return;
   stopping_ = true;
   hub_.wake_all_for_shutdown();
+  wake_all_job_waiters();
   clock_timer_.cancel();
 }
 
 bool Service::may_hold(const HttpRequest& req) {
+  if (req.method == "GET") return req.target.starts_with("/v1/jobs/") && req.target.find("waitS=") != std::string::npos;
   return req.method == "POST" && req.target.size() > 5 && req.target.ends_with("/poll");
 }
 
@@ -141,7 +144,17 @@ asio::awaitable<void> Service::expire(Liveness::Expired expired) {
     if (!x.expired) continue;
     log_->warn("lease {} of worker {} expired; attempt lost{}", lease, x.worker_id, x.requeued ? ", job re-queued" : "");
     if (x.requeued) hub_.wake_one_for(*x.requeued);
+    wake_all_job_waiters();
   }
+}
+
+void Service::wake_job_waiters(const std::string& job_id) {
+  auto [first, last] = job_waiters_.equal_range(job_id);
+  for (auto it = first; it != last; ++it) it->second->cancel();
+}
+
+void Service::wake_all_job_waiters() {
+  for (auto& [job, timer] : job_waiters_) timer->cancel();
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -235,7 +248,7 @@ asio::awaitable<HttpReply> Service::dispatch(HttpRequest& req) {
   }
   if (s.size() == 2 && m == "GET") co_return co_await list_jobs(req);
   if (s.size() == 2) co_return co_await submit(req);
-  if (s.size() == 3) co_return co_await get_job(s[2]);
+  if (s.size() == 3) co_return co_await get_job(s[2], req);
   if (s[3] == "events") co_return co_await event(s[2], req);
   if (s[3] == "cancel") co_return co_await cancel_job(s[2]);
   if (!is_stream(s[4])) co_return error_reply(400, "badRequest", "unknown log stream '" + s[4] + "' (stdout or stderr)");
@@ -408,11 +421,29 @@ asio::awaitable<HttpReply> Service::list_jobs(const HttpRequest& req) {
   co_return json_reply(200, r);
 }
 
-asio::awaitable<HttpReply> Service::get_job(std::string job_id) {
-  auto op = [job_id](Store& s) { return s.get_job(job_id); };
-  auto r = co_await db_.run(std::move(op));
-  if (!r) co_return reply_for(r.error());
-  co_return json_reply(200, *r);
+asio::awaitable<HttpReply> Service::get_job(std::string job_id, const HttpRequest& req) {
+  auto t = parse_target(req.target);
+  std::optional<Steady::time_point> deadline;
+  if (auto it = t->params.find("waitS"); it != t->params.end()) {
+    auto w = parse_u64(it->second);
+    if (!w || *w < 1 || *w > kMaxJobWaitS)
+      co_return error_reply(400, "badRequest", "query parameter 'waitS' must be 1.." + std::to_string(kMaxJobWaitS));
+    deadline = Steady::now() + std::chrono::seconds(*w);
+  }
+  for (;;) {
+    auto op = [job_id](Store& s) { return s.get_job(job_id); };
+    auto r = co_await db_.run(std::move(op));
+    if (!r) co_return reply_for(r.error());
+    if (!deadline || protocol::is_final(r->state) || stopping_ || Steady::now() >= *deadline)
+      co_return json_reply(200, *r);
+    asio::steady_timer timer(ex_, *deadline);
+    auto parked = job_waiters_.emplace(job_id, &timer);
+    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    job_waiters_.erase(parked);
+    // The client went away (the server cancels a held request when its connection closes).
+    auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none) throw boost::system::system_error(asio::error::operation_aborted);
+  }
 }
 
 asio::awaitable<HttpReply> Service::cancel_job(std::string job_id) {
@@ -420,6 +451,7 @@ asio::awaitable<HttpReply> Service::cancel_job(std::string job_id) {
   auto r = co_await db_.run(std::move(op));
   if (!r) co_return reply_for(r.error());
   if (r->wake_worker) hub_.wake_worker(*r->wake_worker);
+  wake_job_waiters(job_id);
   log_->info("job {} cancel requested: now {}", job_id, protocol::to_string(r->job.state));
   co_return json_reply(200, r->job);
 }
@@ -436,6 +468,7 @@ asio::awaitable<HttpReply> Service::event(std::string job_id, const HttpRequest&
   }
   if (r->requeued) hub_.wake_one_for(*r->requeued);
   if (r->freed_slot) hub_.slot_freed(r->freed_slot->first, r->freed_slot->second);
+  if (r->attempt_ended) wake_job_waiters(job_id);
   co_return json_reply(200, r->reply);
 }
 
@@ -494,6 +527,9 @@ asio::awaitable<HttpReply> Service::metrics() {
   out += "nymph_queue_depth " + std::to_string(c.jobs_by_state["queued"]) + "\n";
   out += "# HELP nymph_held_polls Polls held open now.\n# TYPE nymph_held_polls gauge\n";
   out += "nymph_held_polls " + std::to_string(hub_.size()) + "\n";
+  out += "# HELP nymph_held_job_waits GET /v1/jobs/{id}?waitS= requests held open now.\n"
+         "# TYPE nymph_held_job_waits gauge\n";
+  out += "nymph_held_job_waits " + std::to_string(job_waiters_.size()) + "\n";
   out += "# HELP nymph_db_commits_total Database batches committed.\n# TYPE nymph_db_commits_total counter\n";
   out += "nymph_db_commits_total " + std::to_string(db_.batches()) + "\n";
   out += "# HELP nymph_db_operations_total Database operations committed.\n# TYPE nymph_db_operations_total counter\n";

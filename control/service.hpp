@@ -88,7 +88,7 @@ class Service {
   boost::asio::awaitable<HttpReply> list_workers();
   boost::asio::awaitable<HttpReply> submit(const HttpRequest& req);
   boost::asio::awaitable<HttpReply> list_jobs(const HttpRequest& req);
-  boost::asio::awaitable<HttpReply> get_job(std::string job_id);
+  boost::asio::awaitable<HttpReply> get_job(std::string job_id, const HttpRequest& req);
   boost::asio::awaitable<HttpReply> cancel_job(std::string job_id);
   boost::asio::awaitable<HttpReply> event(std::string job_id, const HttpRequest& req);
   boost::asio::awaitable<HttpReply> put_log(std::string job_id, std::string stream, const HttpRequest& req);
@@ -101,6 +101,9 @@ class Service {
   bool has_news(const std::string& worker_id, const PollOutcome& out, bool draining) const;
   void rearm_clocks();
   boost::asio::awaitable<void> expire(Liveness::Expired expired);
+  // Wakes the `GET /v1/jobs/{id}?waitS=` requests waiting on one job (or on every job), which read it again.
+  void wake_job_waiters(const std::string& job_id);
+  void wake_all_job_waiters();
 
   boost::asio::any_io_executor ex_;
   DbWorker& db_;
@@ -111,6 +114,7 @@ class Service {
   boost::asio::steady_timer clock_timer_;
   bool stopping_ = false;
   std::unordered_map<std::string, Role> token_cache_;
+  std::unordered_multimap<std::string, boost::asio::steady_timer*> job_waiters_;  // job id -> parked GET
   // Cancels already delivered per worker (lease -> reason): repeated in replies but no reason to answer early.
   std::unordered_map<std::string, std::unordered_map<std::string, protocol::CancelReason>> cancels_sent_;
 };

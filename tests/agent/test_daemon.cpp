@@ -247,6 +247,28 @@ TEST_F(DaemonTest, TransientFailuresLoseNothing) {
   EXPECT_EQ(cp.fail_next_uploads, 0);
 }
 
+TEST_F(DaemonTest, AQuickJobReportsItsFinalEventOnlyALongerOneRunningFirst) {
+  runner.output = "";
+  runner.finish.insert("quick");
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("quick", "L1"), job("slow", "L2")}});
+    co_await until([&] { return cp.event_states("quick").size() == 1 && cp.event_states("slow").size() == 1; });
+    runner.finish.insert("slow");
+    runner.changed.notify();
+    co_await until([&] { return cp.event_states("slow").size() == 2; });
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  EXPECT_EQ(cp.event_states("quick"), (std::vector<std::string>{"succeeded"}));
+  EXPECT_EQ(cp.event_states("slow"), (std::vector<std::string>{"running", "succeeded"}));
+  for (const auto& [job_id, e] : cp.events) {
+    if (job_id == "quick") {
+      EXPECT_EQ(e.seq, 1);  // seqs stay contiguous from 1
+    }
+  }
+}
+
 TEST_F(DaemonTest, FencedLeaseStopsTheAttemptAndDropsItsUploads) {
   cp.fenced_leases.insert("L-old");
   auto reason = run([&]() -> asio::awaitable<void> {

@@ -144,9 +144,11 @@ TEST(Outbox, HeldProgressEventGoesOutWhenTheHoldEndsOrOutputArrives) {
   chatty.push_event({.state = JobState::running}, now, t0);
   chatty.push_output(Stream::out, 0, "hi");  // output must not wait: the running event goes first, at once
   EXPECT_FALSE(chatty.held_until(t0));
-  auto first = chatty.next_upload(t0);
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first->kind, Upload::Kind::event);
+  // ... and is no longer replaced by a final event.
+  EXPECT_EQ(chatty.push_event({.state = JobState::succeeded, .exit_code = 0}, now, t0), 2);
+  auto r = drain(chatty);
+  EXPECT_EQ(r.seqs, (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(r.out, "hi");
 }
 
 TEST(StatusFile, RoundTripsAtomically) {

@@ -130,10 +130,16 @@ class Api {
   // A coroutine that resolves once the server holds `n` polls (checked every 5 ms), then runs `then`.
   template <class F>
   asio::awaitable<void> when_held(int n, F then) {
+    return when_gauge("nymph_held_polls", n, std::move(then));
+  }
+
+  // A coroutine that resolves once the /metrics gauge `name` reads `n` (checked every 5 ms), then runs `then`.
+  template <class F>
+  asio::awaitable<void> when_gauge(std::string name, int n, F then) {
     asio::steady_timer t(co_await asio::this_coro::executor);
     for (int i = 0; i < 2000; ++i) {
       auto m = co_await client_.request(req(http::Method::get, "/metrics", ""));
-      if (m && m->body.find("\nnymph_held_polls " + std::to_string(n) + "\n") != std::string::npos) break;
+      if (m && m->body.find("\n" + name + " " + std::to_string(n) + "\n") != std::string::npos) break;
       t.expires_after(5ms);
       co_await t.async_wait(asio::use_awaitable);
     }
@@ -282,6 +288,41 @@ TEST(ControlServer, HeldPollIsWokenBySubmit) {
   EXPECT_EQ(got.jobs[0].job_id, job_id);
   EXPECT_LT(Clock::now() - start, 10s);
   EXPECT_EQ(api.held_polls(), 0);
+}
+
+TEST(ControlServer, JobWaitIsAnsweredByTheFinalEventOrCancel) {
+  ControlServer cp;  // waits of 30 s: replies within seconds prove the wake-ups
+  Api api(cp);
+  std::string w = api.register_worker(p::new_ulid());
+  std::string job_id = api.submit();
+  auto lease = api.poll(w, 1).jobs.at(0).lease_id;
+  auto start = Clock::now();
+  auto wait = api.client().request(Api::req(http::Method::get, p::job_path(job_id) + "?waitS=30", api.admin()));
+  auto finish = api.when_gauge("nymph_held_job_waits", 1, [&]() -> asio::awaitable<void> {
+    p::EventRequest e{.lease_id = lease, .seq = 1, .state = p::EventState::succeeded, .exit_code = 0};
+    e.at = p::format_time(std::chrono::system_clock::now());
+    auto r = co_await api.client().request(Api::req(http::Method::post, p::events_path(job_id), api.agent(), p::to_json_text(e)));
+    EXPECT_EQ(r.value().status, 200u);
+  });
+  auto reply = run_coro(api.ioc(), with_side(std::move(wait), std::move(finish)));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(p::parse_as<p::JobInfo>(reply->body).value().state, p::JobState::succeeded) << reply->body;
+  EXPECT_LT(Clock::now() - start, 10s);
+  // A final job is answered at once; a cancel of a queued job wakes its waiter.
+  EXPECT_EQ(api.ok<p::JobInfo>(200, http::Method::get, p::job_path(job_id) + "?waitS=30", api.admin()).state,
+            p::JobState::succeeded);
+  std::string queued = api.submit();
+  auto wait2 = api.client().request(Api::req(http::Method::get, p::job_path(queued) + "?waitS=30", api.admin()));
+  auto cancel = api.when_gauge("nymph_held_job_waits", 1, [&]() -> asio::awaitable<void> {
+    auto r = co_await api.client().request(Api::req(http::Method::post, p::cancel_path(queued), api.admin()));
+    EXPECT_EQ(r.value().status, 200u);
+  });
+  auto reply2 = run_coro(api.ioc(), with_side(std::move(wait2), std::move(cancel)));
+  ASSERT_TRUE(reply2);
+  EXPECT_EQ(p::parse_as<p::JobInfo>(reply2->body).value().state, p::JobState::cancelled) << reply2->body;
+  EXPECT_LT(Clock::now() - start, 20s);
+  for (std::string bad : {"0", "61", "x"})
+    EXPECT_EQ(api.call(http::Method::get, p::job_path(queued) + "?waitS=" + bad, api.admin()).status, 400u) << bad;
 }
 
 TEST(ControlServer, HeldPollIsWokenByCancelAndKill) {
