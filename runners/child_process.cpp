@@ -3,10 +3,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,9 +15,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/process/v2/posix/default_launcher.hpp>
 #include <boost/process/v2/process.hpp>
-#include <boost/process/v2/stdio.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -157,93 +154,56 @@ bool live_member_of_group(pid_t pgid) {
   return found;
 }
 
-// --- code run in the forked child before exec: async-signal-safe calls only, no allocation ---
-
-bool kept(int fd, const std::vector<int>& keep) {
-  return fd <= 2 || std::find(keep.begin(), keep.end(), fd) != keep.end();
-}
-
-int parse_fd(const char* name) {
-  int fd = 0;
-  if (*name == '\0') return -1;
-  for (; *name; ++name) {
-    if (*name < '0' || *name > '9') return -1;
-    fd = fd * 10 + (*name - '0');
+// posix_spawn's attributes and file actions, destroyed with the object.
+class SpawnSetup {
+ public:
+  SpawnSetup() {
+    ::posix_spawnattr_init(&attr_);
+    ::posix_spawn_file_actions_init(&actions_);
   }
-  return fd;
-}
+  ~SpawnSetup() {
+    ::posix_spawn_file_actions_destroy(&actions_);
+    ::posix_spawnattr_destroy(&attr_);
+  }
+  SpawnSetup(const SpawnSetup&) = delete;
+  SpawnSetup& operator=(const SpawnSetup&) = delete;
 
-// Closes every fd except 0-2 and `keep`. Boost 1.81's close_all() skips fds below its own pipe and its
-// close_range() is ENOSYS before Linux 5.9, so this walks /proc/self/fd with getdents64 (or, without /proc,
-// closes up to RLIMIT_NOFILE).
-void close_fds_except(const std::vector<int>& keep) {
-  int dir = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    alignas(8) char buf[4096];
-    for (;;) {
-      long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
-      if (n <= 0) break;
-      for (long pos = 0; pos < n;) {
-        const auto* entry = reinterpret_cast<const struct dirent64*>(buf + pos);
-        pos += entry->d_reclen;
-        int fd = parse_fd(entry->d_name);
-        if (fd >= 0 && fd != dir && !kept(fd, keep)) ::close(fd);
-      }
+  // stdin/stdout/stderr from `in`/`out`/`err` (all above 2, close-on-exec); every other fd closed (glibc
+  // uses close_range, or walks /proc/self/fd where the kernel lacks it); the working directory; its own
+  // process group or session; default signal dispositions and an empty mask (ignored dispositions and the
+  // mask would otherwise survive exec). Returns an errno value, 0 on success.
+  int prepare(int in, int out, int err, const char* working_dir, Grouping grouping) {
+    int rc = 0;
+    auto step = [&rc](int r) {
+      if (rc == 0) rc = r;
+    };
+    step(::posix_spawn_file_actions_adddup2(&actions_, in, 0));
+    step(::posix_spawn_file_actions_adddup2(&actions_, out, 1));
+    step(::posix_spawn_file_actions_adddup2(&actions_, err, 2));
+    step(::posix_spawn_file_actions_addclosefrom_np(&actions_, 3));
+    if (working_dir != nullptr) step(::posix_spawn_file_actions_addchdir_np(&actions_, working_dir));
+    sigset_t all, none;
+    ::sigfillset(&all);
+    ::sigemptyset(&none);
+    step(::posix_spawnattr_setsigdefault(&attr_, &all));
+    step(::posix_spawnattr_setsigmask(&attr_, &none));
+    short flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
+    if (grouping == Grouping::session) {
+      flags |= POSIX_SPAWN_SETSID;
+    } else {
+      flags |= POSIX_SPAWN_SETPGROUP;
+      step(::posix_spawnattr_setpgroup(&attr_, 0));
     }
-    ::close(dir);
-    return;
-  }
-  struct rlimit rl {};
-  long limit = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? static_cast<long>(rl.rlim_cur) : 65536;
-  limit = std::min(limit, 1L << 20);
-  for (int fd = 3; fd < limit; ++fd)
-    if (!kept(fd, keep)) ::close(fd);
-}
-
-// Default dispositions and an empty mask: the child must not inherit the agent's ignored SIGPIPE or
-// blocked signals (ignored dispositions and the mask survive exec).
-void reset_signals() {
-  struct sigaction sa {};
-  sa.sa_handler = SIG_DFL;
-  ::sigemptyset(&sa.sa_mask);
-  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &sa, nullptr);  // KILL/STOP fail harmlessly
-  sigset_t none;
-  ::sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-}
-
-error_code last_error() {
-  return error_code(errno, boost::system::system_category());
-}
-
-// Boost.Process v2 initialiser, passed after process_stdio. The hooks are variadic on purpose: Boost 1.81
-// probes on_exec_error/on_error with a 5-argument call, so the natural 4-argument forms are never called.
-struct ChildSetup {
-  Grouping grouping;
-  const char* working_dir;  // nullptr: stay in the agent's directory
-
-  error_code on_exec_setup(bp::posix::default_launcher& launcher, const bp::filesystem::path&, const char* const*) {
-    if ((grouping == Grouping::session ? ::setsid() : ::setpgid(0, 0)) < 0) return last_error();
-    if (working_dir != nullptr && ::chdir(working_dir) != 0) return last_error();
-    reset_signals();
-    close_fds_except(launcher.fd_whitelist);
-    return {};
+    step(::posix_spawnattr_setflags(&attr_, flags));
+    return rc;
   }
 
-  // Child side, after a failed exec (its errno has already been sent to the parent): never run the
-  // agent's atexit handlers or static destructors.
-  template <class... A>
-  void on_exec_error(A&&...) {
-    ::_exit(127);
-  }
+  const posix_spawn_file_actions_t* actions() const { return &actions_; }
+  const posix_spawnattr_t* attributes() const { return &attr_; }
 
-  // Parent side, on any launch failure: reap the child that failed to exec, so no zombie is left.
-  template <class... A>
-  void on_error(bp::posix::default_launcher& launcher, A&&...) {
-    if (launcher.pid <= 0) return;
-    while (::waitpid(launcher.pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
-  }
+ private:
+  posix_spawnattr_t attr_;
+  posix_spawn_file_actions_t actions_;
 };
 
 }  // namespace
@@ -331,18 +291,20 @@ Result<ChildProcess> ChildProcess::launch(const asio::any_io_executor& exec, Lau
   for (const auto& a : options.argv) argv.push_back(a.c_str());
   argv.push_back(nullptr);
 
-  bp::posix::default_launcher launcher;
-  launcher.env = envp.data();
-  error_code ec;
-  // The executor overload: launcher(ctx, ec, ...) throws instead of setting ec in 1.81. A `const char**`
-  // argument list is passed through verbatim, argv[0] included.
-  auto proc =
-      launcher(exec, ec, bp::filesystem::path(executable), argv.data(),
-               bp::process_stdio{{in.get()}, {out_write->get()}, {err_write->get()}},
-               ChildSetup{options.grouping, options.working_dir.empty() ? nullptr : options.working_dir.c_str()});
-  if (ec) return cannot(ec.message());
+  // posix_spawn (CLONE_VM|CLONE_VFORK) rather than Boost's fork-based launcher: no copy of the agent's page
+  // tables, no code of the agent in the child, no io_context notify_fork; a failed exec is reported here
+  // and glibc reaps that child. Boost.Process only attaches to the pid for SIGCHLD-based waiting.
+  SpawnSetup setup;
+  if (int rc = setup.prepare(in.get(), out_write->get(), err_write->get(),
+                             options.working_dir.empty() ? nullptr : options.working_dir.c_str(), options.grouping))
+    return cannot(errno_text(rc));
+  pid_t pid = -1;
+  if (int rc = ::posix_spawn(&pid, executable.c_str(), setup.actions(), setup.attributes(),
+                             const_cast<char* const*>(argv.data()), const_cast<char* const*>(envp.data())))
+    return cannot(errno_text(rc));
+  bp::basic_process<asio::any_io_executor> proc(exec, pid);
 
-  auto impl = std::make_unique<Impl>(Impl{std::move(proc), launcher.pid, std::nullopt, std::nullopt, std::nullopt});
+  auto impl = std::make_unique<Impl>(Impl{std::move(proc), pid, std::nullopt, std::nullopt, std::nullopt});
   if (out_read) impl->out.emplace(exec, out_read.release());
   if (err_read) impl->err.emplace(exec, err_read.release());
   if (impl->out) impl->out->non_blocking(true);

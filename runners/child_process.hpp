@@ -1,10 +1,12 @@
 #pragma once
-// Child processes over Boost.Process v2 (1.81), with its known bugs worked around (see TOOLCHAIN.md):
-// argv only (never a shell), an explicit environment (replaced, not merged), stdin from /dev/null,
-// stdout/stderr to async pipes, a file or /dev/null, the child in its own process group (or session),
-// no file descriptor inherited beyond 0-2, a failed exec that neither runs the parent's exit handlers nor
-// leaves a zombie, and SIGCHLD-based waiting (no pidfd_open, no close_range: works on RHEL 7 kernels).
-// Everything here runs on the caller's io_context and never blocks it for longer than a fork+exec.
+// Child processes: started with posix_spawn (vfork semantics: no copy of the agent, none of its code runs in
+// the child, so Boost.Process 1.81's launcher bugs in TOOLCHAIN.md do not arise) and waited for through
+// Boost.Process v2 attached to the pid (SIGCHLD-based, no pidfd_open). argv only (never a shell), an
+// explicit environment (replaced, not merged), stdin from /dev/null, stdout/stderr to async pipes, a file or
+// /dev/null, the child in its own process group (or session), no file descriptor inherited beyond 0-2
+// (close_range, or a /proc/self/fd walk on kernels without it: works on RHEL 7), default signal
+// dispositions, and a failed exec reported to the caller with no zombie left.
+// Everything here runs on the caller's io_context and never blocks it for longer than a spawn.
 #include <sys/types.h>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -81,9 +83,9 @@ struct ExitStatus {
 class ChildProcess {
  public:
   // Starts `options.argv` on `exec`. Returns an Error naming the program and the reason (not found on PATH,
-  // exec failure such as ENOENT/EACCES, working directory, pipe or fork failure); in that case no child
-  // is left behind (a forked child that fails to exec calls _exit(127) and is reaped here). Never throws
-  // for those; throws std::bad_alloc only. Blocks only for the fork+exec itself.
+  // exec failure such as ENOENT/EACCES, working directory, pipe or spawn failure); in that case no child
+  // is left behind. Never throws for those; throws std::bad_alloc only. Blocks only for the spawn itself
+  // (until the child has exec'd).
   static Result<ChildProcess> launch(const boost::asio::any_io_executor& exec, LaunchOptions options);
 
   ChildProcess(ChildProcess&&) noexcept;
