@@ -11,17 +11,21 @@ Prints, for an uninstrumented build (cmake --preset release && cmake --build --p
   50 MB of stdout: delivery MB/s (server timestamps) and the agent's peak RSS
 Needs python3 only. Everything runs in a temporary directory and is stopped at the end.
 NYMPH_BENCH_AGENT=path runs another nymph binary (e.g. the static build) against this build's nymph-control.
+NYMPH_BENCH_TLS=1 serves HTTPS (a throw-away self-signed certificate the agent trusts through ca_file), as in
+production.
 """
-import http.client, json, os, signal, statistics, subprocess, sys, tempfile, time, urllib.request
+import http.client, json, os, signal, ssl, statistics, subprocess, sys, tempfile, time
 from datetime import datetime
 
 build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build/release")
 NYMPH = os.environ.get("NYMPH_BENCH_AGENT", f"{build}/agent/nymph")
 CONTROL = f"{build}/control/nymph-control"
 BASELINE = f"{build}/bench/agent/nymph-spawn-baseline"
+RUNNER_OVERHEAD = f"{build}/bench/agent/nymph-runner-overhead"
 IDLE_S = float(os.environ.get("NYMPH_BENCH_IDLE_S", "60"))
 ROUND_TRIPS = int(os.environ.get("NYMPH_BENCH_ROUND_TRIPS", "200"))
 THROUGHPUT_JOBS = int(os.environ.get("NYMPH_BENCH_THROUGHPUT_JOBS", "400"))
+TLS = os.environ.get("NYMPH_BENCH_TLS") == "1"
 
 tmp = tempfile.mkdtemp(prefix="nymph-bench-")
 procs = []
@@ -51,7 +55,11 @@ def api(method, path, body=None):
     global conn
     if conn is None:
         host, port = url.split("//")[1].split(":")
-        conn = http.client.HTTPConnection(host, int(port), timeout=120)
+        if TLS:
+            conn = http.client.HTTPSConnection(host, int(port), timeout=120,
+                                               context=ssl.create_default_context(cafile=f"{tmp}/cert.pem"))
+        else:
+            conn = http.client.HTTPConnection(host, int(port), timeout=120)
     conn.request(method, path, body=None if body is None else json.dumps(body),
                  headers={"Authorization": f"Bearer {admin}", "Content-Type": "application/json"})
     r = conn.getresponse()
@@ -69,8 +77,9 @@ def wait_final(job_id):
         if j["state"] in ("succeeded", "failed", "cancelled", "lost"):
             return j
 
-def baseline(*mode):
-    out = subprocess.run([BASELINE, *mode, "500", "/bin/true"], check=True, capture_output=True, text=True).stdout.split()
+def baseline(program, *mode):
+    """p50 and p99 in ms of one /bin/true run, as printed by nymph-spawn-baseline / nymph-runner-overhead."""
+    out = subprocess.run([program, *mode, "500", "/bin/true"], check=True, capture_output=True, text=True).stdout.split()
     return float(out[0].split("=")[1]) / 1000, float(out[1].split("=")[1]) / 1000
 
 def pct(values, p):
@@ -83,13 +92,19 @@ try:
     with open(f"{tmp}/token", "w") as f:
         f.write(agent_token)
     os.chmod(f"{tmp}/token", 0o600)
-    server = subprocess.Popen([CONTROL, "serve", "--listen", "127.0.0.1:0", "--db", f"{tmp}/cp.db"],
-                              stdout=subprocess.PIPE, stderr=open(f"{tmp}/server.log", "w"), text=True)
+    serve = [CONTROL, "serve", "--listen", "127.0.0.1:0", "--db", f"{tmp}/cp.db"]
+    if TLS:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                        "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                        "-keyout", f"{tmp}/key.pem", "-out", f"{tmp}/cert.pem"], check=True, capture_output=True)
+        serve += ["--tls-cert", f"{tmp}/cert.pem", "--tls-key", f"{tmp}/key.pem"]
+    server = subprocess.Popen(serve, stdout=subprocess.PIPE, stderr=open(f"{tmp}/server.log", "w"), text=True)
     procs.append(server)
     url = server.stdout.readline().split()[-1]
     with open(f"{tmp}/config.toml", "w") as f:
-        f.write(f'[server]\nurl = "{url}"\n[worker]\nlabel = "bench"\nmax_process_jobs = 2\n'
-                f'[runners.slurm]\nenabled = false\n[log]\nlevel = "warn"\nfile = "agent.log"\n')
+        f.write(f'[server]\nurl = "{url}"\n' + ('ca_file = "cert.pem"\n' if TLS else '') +
+                '[worker]\nlabel = "bench"\nmax_process_jobs = 2\n'
+                '[runners.slurm]\nenabled = false\n[log]\nlevel = "warn"\nfile = "agent.log"\n')
     agent = subprocess.Popen([NYMPH, "run", "--config", "config.toml"], cwd=tmp, stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     procs.append(agent)
@@ -103,8 +118,9 @@ try:
     print(f"idle agent ({IDLE_S:.0f} s): RSS {rss / 1024:.1f} MiB, CPU {(cpu1 - cpu0) * 1000 * 60 / IDLE_S:.1f} ms/min, "
           f"wake-ups {(sw1 - sw0) / IDLE_S:.2f}/s")
 
-    fork_p50, fork_p99 = baseline("--fork")
-    spawn_p50, spawn_p99 = baseline()
+    fork_p50, fork_p99 = baseline(BASELINE, "--fork")
+    spawn_p50, spawn_p99 = baseline(BASELINE)
+    runner_p50, runner_p99 = baseline(RUNNER_OVERHEAD)
 
     seen, server = [], []
     for _ in range(ROUND_TRIPS):
@@ -118,6 +134,8 @@ try:
           f"{statistics.mean(server):.2f} ms)")
     print(f"  this machine, same run: fork/exec/wait of /bin/true p50 {fork_p50:.2f} ms, p99 {fork_p99:.2f} ms; "
           f"posix_spawn/wait p50 {spawn_p50:.2f} ms; round trip / fork p50 = {pct(seen, 50) / fork_p50:.1f}x")
+    print(f"  the agent's process runner alone (work dir, pipes, process group, reaping; no control plane): "
+          f"p50 {runner_p50:.2f} ms, p99 {runner_p99:.2f} ms = {runner_p50 / fork_p50:.2f}x fork/exec/wait")
 
     ids = [api("POST", "/v1/jobs", {"runner": "process", "argv": ["/bin/true"]})["id"] for _ in range(THROUGHPUT_JOBS)]
     jobs = [wait_final(i) for i in ids]
