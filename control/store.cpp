@@ -5,6 +5,12 @@
 #include <openssl/sha.h>
 #include <sqlite3.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
 
 #include <boost/json/serialize.hpp>
@@ -38,6 +44,76 @@ struct Blob {
 
 [[noreturn]] void throw_sqlite(sqlite3* db, const std::string& what) {
   throw std::runtime_error("storage error (" + what + "): " + sqlite3_errmsg(db));
+}
+
+[[noreturn]] void throw_log_io(const std::filesystem::path& file, const std::string& what) {
+  throw std::runtime_error("log file " + file.string() + ": " + what + ": " + std::strerror(errno));
+}
+
+// Writes `bytes` at `offset` of `file` and makes them durable before the caller commits the new size; a new
+// file's directory entry (and a new directory's) is made durable too. Throws std::runtime_error on I/O errors.
+void write_log_bytes(const std::filesystem::path& file, std::uint64_t offset, std::string_view bytes) {
+  auto dir = file.parent_path();
+  bool new_dir = false;
+  if (::mkdir(dir.c_str(), 0700) == 0)
+    new_dir = true;
+  else if (errno != EEXIST)
+    throw_log_io(dir, "cannot create");
+  bool new_file = ::access(file.c_str(), F_OK) != 0;
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) throw_log_io(file, "cannot open");
+  while (!bytes.empty()) {
+    ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int saved = errno;
+      ::close(fd);
+      errno = saved;
+      throw_log_io(file, "cannot write");
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+    offset += static_cast<std::uint64_t>(n);
+  }
+  if (::fdatasync(fd) != 0) {
+    int saved = errno;
+    ::close(fd);
+    errno = saved;
+    throw_log_io(file, "cannot sync");
+  }
+  ::close(fd);
+  auto sync_dir = [](const std::filesystem::path& d) {
+    int dfd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || ::fsync(dfd) != 0) {
+      if (dfd >= 0) ::close(dfd);
+      throw_log_io(d, "cannot sync directory");
+    }
+    ::close(dfd);
+  };
+  if (new_file) sync_dir(dir);
+  if (new_dir) sync_dir(dir.parent_path().empty() ? std::filesystem::path(".") : dir.parent_path());
+}
+
+// Reads up to `n` bytes at `offset` of `file` (fewer only at its end). Throws std::runtime_error on I/O errors.
+std::string read_log_bytes(const std::filesystem::path& file, std::uint64_t offset, std::size_t n) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_log_io(file, "cannot open");
+  std::string out(n, '\0');
+  std::size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::pread(fd, out.data() + got, n - got, static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      int saved = errno;
+      ::close(fd);
+      errno = saved;
+      throw_log_io(file, "cannot read");
+    }
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
 }
 
 std::string hex_sha256(std::string_view text) {
@@ -272,7 +348,7 @@ struct Store::AttemptRow {
   std::string required_tags;
 };
 
-Store::Store(sqlite3* db) : db_(db) {}
+Store::Store(sqlite3* db, std::filesystem::path log_dir) : db_(db), log_dir_(std::move(log_dir)) {}
 
 Store::~Store() {
   for (auto& [_, s] : cache_) sqlite3_finalize(s);
@@ -288,7 +364,7 @@ std::unique_ptr<Store> Store::open(const std::string& path) {
     sqlite3_close(db);
     throw std::runtime_error("cannot open database '" + path + "': " + why);
   }
-  std::unique_ptr<Store> s(new Store(db));
+  std::unique_ptr<Store> s(new Store(db, path + ".logs"));
   sqlite3_busy_timeout(db, 5000);
   s->exec("PRAGMA journal_mode=WAL");
   s->exec("PRAGMA synchronous=FULL");
@@ -828,9 +904,14 @@ ApiResult<std::uint64_t> Store::append_log(const std::string& job_id, std::strin
   std::uint64_t skip = size - offset;
   if (skip >= bytes.size()) return ApiResult<std::uint64_t>(boost::system::in_place_value, size);  // all stored already
   std::string_view tail = bytes.substr(static_cast<std::size_t>(skip));
-  query("INSERT INTO log_chunks(job_id, attempt, stream, start, data) VALUES(?,?,?,?,?)")
-      .bind(job_id, a->attempt, stream, size, Blob{tail})
-      .run();
+  if (has_log_chunks(job_id, a->attempt, stream)) {  // begun by a version that kept logs in the database
+    query("INSERT INTO log_chunks(job_id, attempt, stream, start, data) VALUES(?,?,?,?,?)")
+        .bind(job_id, a->attempt, stream, size, Blob{tail})
+        .run();
+  } else {
+    // Bytes past `size` in the file (written by an upload whose commit never happened) are overwritten.
+    write_log_bytes(log_file(job_id, a->attempt, stream), size, tail);
+  }
   std::uint64_t next = size + tail.size();
   query("INSERT INTO log_sizes(job_id, attempt, stream, size) VALUES(?,?,?,?) "
         "ON CONFLICT(job_id, attempt, stream) DO UPDATE SET size=excluded.size")
@@ -852,20 +933,36 @@ ApiResult<LogChunk> Store::read_log(const std::string& job_id, std::string_view 
     if (q.step()) out.size = static_cast<std::uint64_t>(q.i64(0));
   }
   if (offset >= out.size) return out;
+  std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(out.size - offset, max_bytes));
+  if (!has_log_chunks(job_id, out.attempt, stream)) {
+    out.data = read_log_bytes(log_file(job_id, out.attempt, stream), offset, want);
+    return out;
+  }
   auto q = query(
       "SELECT start, data FROM log_chunks WHERE job_id=?1 AND attempt=?2 AND stream=?3 AND start >= "
       "(SELECT COALESCE(MAX(start), 0) FROM log_chunks WHERE job_id=?1 AND attempt=?2 AND stream=?3 AND start <= ?4) "
       "ORDER BY start");
   q.bind(job_id, out.attempt, stream, offset);
-  while (out.data.size() < max_bytes && q.step()) {
+  while (out.data.size() < want && q.step()) {
     auto start = static_cast<std::uint64_t>(q.i64(0));
     std::string data = q.blob(1);
     std::uint64_t from = offset > start ? offset - start : 0;
     if (from >= data.size()) continue;
-    std::size_t n = std::min<std::size_t>(data.size() - static_cast<std::size_t>(from), max_bytes - out.data.size());
+    std::size_t n = std::min<std::size_t>(data.size() - static_cast<std::size_t>(from), want - out.data.size());
     out.data.append(data, static_cast<std::size_t>(from), n);
   }
   return out;
+}
+
+bool Store::has_log_chunks(const std::string& job_id, int attempt, std::string_view stream) {
+  auto q = query("SELECT 1 FROM log_chunks WHERE job_id=? AND attempt=? AND stream=? LIMIT 1");
+  q.bind(job_id, attempt, stream);
+  return q.step();
+}
+
+std::filesystem::path Store::log_file(const std::string& job_id, int attempt, std::string_view stream) const {
+  // Job ids are [0-9A-Za-z_-] (checked before any lookup) and streams stdout/stderr: a plain file name.
+  return log_dir_ / (job_id + "-" + std::to_string(attempt) + "." + std::string(stream));
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 // return ApiResult for protocol errors (404, 409, ...) and throw std::runtime_error on storage failures.
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -91,7 +92,8 @@ class Store {
  public:
   // Opens (creating if needed) the database at `path`, sets WAL + synchronous=FULL + busy_timeout, and
   // migrates the schema to kSchemaVersion. Throws std::runtime_error naming the file on failure, or when the
-  // file has a newer schema than this code knows.
+  // file has a newer schema than this code knows. Job logs are files in the directory `<path>.logs`
+  // (created 0700 on the first upload); the database holds how many bytes of each are committed.
   static std::unique_ptr<Store> open(const std::string& path);
   ~Store();
   Store(const Store&) = delete;
@@ -133,7 +135,7 @@ class Store {
 
  private:
   class Stmt;
-  explicit Store(sqlite3* db);
+  Store(sqlite3* db, std::filesystem::path log_dir);
   void migrate();
   sqlite3_stmt* prepared(const char* sql);
   Stmt query(const char* sql);
@@ -148,7 +150,11 @@ class Store {
   std::optional<protocol::WorkerInfo> worker(const std::string& worker_id);
   std::optional<protocol::JobInfo> job(const std::string& job_id);
 
+  bool has_log_chunks(const std::string& job_id, int attempt, std::string_view stream);
+  std::filesystem::path log_file(const std::string& job_id, int attempt, std::string_view stream) const;
+
   sqlite3* db_;
+  std::filesystem::path log_dir_;
   std::unordered_map<const char*, sqlite3_stmt*> cache_;
 };
 

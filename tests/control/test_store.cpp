@@ -3,6 +3,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "control/store.hpp"
 
@@ -210,6 +212,40 @@ TEST_F(StoreTest, LogOffsetsOverlapGapAndBinary) {
   auto tail = store_->read_log(j, "stdout", 120, std::nullopt, 10).value();
   EXPECT_EQ(tail.data, all.substr(120, 10));
   EXPECT_TRUE(store_->read_log(j, "stderr", 0, std::nullopt, 100)->data.empty());
+}
+
+namespace {
+std::string file_text(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+}  // namespace
+
+TEST_F(StoreTest, LogsAreFilesBesideTheDatabaseAndOnlyCommittedBytesCount) {
+  std::string j = submit();
+  std::string w = worker();
+  auto lease = poll(w).reply.jobs.at(0).lease_id;
+  ASSERT_EQ(store_->append_log(j, "stdout", lease, 0, "hello").value(), 5u);
+  std::filesystem::path dir = path_ + ".logs", file = dir / (j + "-1.stdout");
+  EXPECT_EQ(file_text(file), "hello");
+  EXPECT_EQ(std::filesystem::status(dir).permissions() & std::filesystem::perms::all, std::filesystem::perms::owner_all);
+  EXPECT_EQ(std::filesystem::status(file).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  // An upload written to the file whose commit never happened (a crash in between): not part of the log,
+  // and overwritten by the next upload.
+  std::ofstream(file, std::ios::binary | std::ios::app) << "GARBAGE";
+  EXPECT_EQ(store_->read_log(j, "stdout", 0, std::nullopt, 100)->data, "hello");
+  ASSERT_EQ(store_->append_log(j, "stdout", lease, 5, " world").value(), 11u);
+  EXPECT_EQ(store_->read_log(j, "stdout", 0, std::nullopt, 100)->data, "hello world");
+  EXPECT_EQ(file_text(file).substr(0, 11), "hello world");
+  // A stream begun by a version that kept logs in the database stays there.
+  std::string legacy = "INSERT INTO log_chunks VALUES('" + j + "', 1, 'stderr', 0, X'6f6c64'); "
+                       "INSERT INTO log_sizes VALUES('" + j + "', 1, 'stderr', 3);";
+  store_->exec(legacy.c_str());
+  ASSERT_EQ(store_->append_log(j, "stderr", lease, 3, "new").value(), 6u);
+  EXPECT_EQ(store_->read_log(j, "stderr", 0, std::nullopt, 100)->data, "oldnew");
+  EXPECT_EQ(store_->read_log(j, "stderr", 2, std::nullopt, 3)->data, "dne");
+  EXPECT_FALSE(std::filesystem::exists(dir / (j + "-1.stderr")));
 }
 
 TEST_F(StoreTest, ReregisterKeepsIdAndReconcilesRunning) {
