@@ -156,6 +156,7 @@ struct Daemon::Impl {
   std::chrono::milliseconds poll_hold{30'000};
   int background = 0;
   bool exiting = false;
+  std::string status_synced;  // state/exitReason last written to status.json with fsync
   std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();
 
   // ---- bookkeeping ---------------------------------------------------------------------------------------
@@ -180,8 +181,13 @@ struct Daemon::Impl {
                     .running_jobs = active_runs("")};
     if (lifecycle.phase() == Phase::exited && lifecycle.exit_reason())
       st.exit_reason = std::string(to_string(*lifecycle.exit_reason()));
-    if (auto ok = write_status_file(settings.status_file, st); !ok)
+    // Only a change of state or exit reason is fsync'ed: the running-jobs count changes with every job.
+    std::string key = st.state + "/" + st.exit_reason.value_or("");
+    auto durability = key == status_synced ? StatusDurability::unsynced : StatusDurability::synced;
+    if (auto ok = write_status_file(settings.status_file, st, durability); !ok)
       log->warn("cannot write status file: {}", ok.error().message);
+    else if (durability == StatusDurability::synced)
+      status_synced = std::move(key);
   }
 
   // Spawns a background coroutine; run() waits for all of them before returning.

@@ -34,7 +34,8 @@ Result<void> write_all(int fd, const std::string& data) {
 }
 }  // namespace
 
-Result<void> write_status_file(const std::filesystem::path& path, const DaemonStatus& s) {
+Result<void> write_status_file(const std::filesystem::path& path, const DaemonStatus& s,
+                               StatusDurability durability) {
   json::object o;
   o["pid"] = s.pid;
   o["launchId"] = s.launch_id;
@@ -53,7 +54,7 @@ Result<void> write_status_file(const std::filesystem::path& path, const DaemonSt
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return fail("cannot write " + tmp.string() + ": " + std::strerror(errno));
   auto ok = write_all(fd, text);
-  if (ok && ::fsync(fd) != 0) ok = fail(std::string("fsync failed: ") + std::strerror(errno));
+  if (ok && durability == StatusDurability::synced && ::fsync(fd) != 0) ok = fail(std::string("fsync failed: ") + std::strerror(errno));
   ::close(fd);
   if (!ok) return fail(tmp.string() + ": " + ok.error().message);
   if (::rename(tmp.c_str(), path.c_str()) != 0)

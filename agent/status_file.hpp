@@ -22,8 +22,15 @@ struct DaemonStatus {
   int running_jobs = 0;
 };
 
-// Writes `status` to `path` atomically (temporary file in the same directory, fsync, rename), mode 0600.
-Result<void> write_status_file(const std::filesystem::path& path, const DaemonStatus& status);
+// How hard write_status_file makes a write stick.
+enum class StatusDurability {
+  synced,     // fsync before the rename: survives a power loss (a change of state or exit reason)
+  unsynced,   // rename only: readers still never see a torn file (counter updates, once per finished job)
+};
+
+// Writes `status` to `path` atomically (temporary file in the same directory, rename), mode 0600.
+Result<void> write_status_file(const std::filesystem::path& path, const DaemonStatus& status,
+                               StatusDurability durability);
 
 // Reads a status file written by write_status_file.
 Result<DaemonStatus> read_status_file(const std::filesystem::path& path);

@@ -157,7 +157,7 @@ TEST(StatusFile, RoundTripsAtomically) {
   DaemonStatus s{.pid = 42, .launch_id = "01ARZ3NDEKTSV4RRFFQ69G5FAV", .label = "h-01AR", .worker_id = "w1",
                  .state = "exited", .exit_reason = "sigterm", .message = "stopped by SIGTERM"};
   s.started_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(1000));
-  ASSERT_TRUE(write_status_file(dir / "status.json", s).has_value());
+  ASSERT_TRUE(write_status_file(dir / "status.json", s, StatusDurability::synced).has_value());
   EXPECT_FALSE(std::filesystem::exists(dir / "status.json.tmp"));
   EXPECT_EQ(std::filesystem::status(dir / "status.json").permissions() & std::filesystem::perms::all,
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
