@@ -9,8 +9,9 @@
 //   uses them instead of its built-in file / directory, and no distribution bundle is added); otherwise
 //   OpenSSL's built-in paths plus the first existing well-known distribution bundle (system_ca_bundle()),
 //   so a static binary built on Debian also works on RHEL, SUSE or Alpine.
-// - Host names are resolved on a private one-thread pool (never by the io_context's resolver, which
-//   Boost.Process's notify_fork breaks - TOOLCHAIN.md bug 5); numeric IPv4/IPv6 hosts skip resolution.
+// - Host names are resolved on a private one-thread pool (never by the io_context's resolver, whose internal
+//   thread a fork-based launcher's notify_fork stops - TOOLCHAIN.md bug 5; the agent's own launcher no longer
+//   forks, but any io_context user may); numeric IPv4/IPv6 hosts skip resolution.
 // - Keep-alive connections are pooled and reused; concurrent requests on one Client each use their own
 //   connection. A request that fails on a reused connection before any reply byte arrived is retried once on
 //   a fresh connection (the server closed the idle connection).

@@ -103,7 +103,11 @@ void Service::stop() {
 }
 
 bool Service::may_hold(const HttpRequest& req) {
-  if (req.method == "GET") return req.target.starts_with("/v1/jobs/") && req.target.find("waitS=") != std::string::npos;
+  if (req.method == "GET") {  // GET /v1/jobs/{id}?...waitS=...
+    auto path = std::string_view(req.target).substr(0, req.target.find('?'));
+    return path.starts_with("/v1/jobs/") && path.find('/', 9) == std::string_view::npos &&
+           req.target.find("waitS=") != std::string::npos;
+  }
   return req.method == "POST" && req.target.size() > 5 && req.target.ends_with("/poll");
 }
 
