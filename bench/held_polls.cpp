@@ -25,7 +25,6 @@
 #include <vector>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -38,6 +37,12 @@
 extern char** environ;
 
 namespace asio = boost::asio;
+
+// Completion of the bench's spawned coroutines: a failure ends the run (it propagates out of io_context::run)
+// instead of vanishing and leaving the bench waiting for a figure that never comes.
+constexpr auto rethrow_error = [](std::exception_ptr e, auto&&...) {
+  if (e) std::rethrow_exception(e);
+};
 namespace p = nymph::protocol;
 namespace http = nymph::http;
 using namespace std::chrono_literals;
@@ -171,7 +176,7 @@ struct Bench {
     const int batch = 250;
     for (int done = 0; done < n; done += batch) {
       int k = std::min(batch, n - done);
-      for (int i = 0; i < k; ++i) asio::co_spawn(ioc, idle_worker(), asio::detached);
+      for (int i = 0; i < k; ++i) asio::co_spawn(ioc, idle_worker(), rethrow_error);
       co_await wait_held(already + done + k);
     }
   }
@@ -189,7 +194,7 @@ struct Bench {
         if (reply.jobs.empty()) throw std::runtime_error("poll returned without the job");
         us.push_back(std::chrono::duration<double, std::micro>(got - sent).count());
       };
-      asio::co_spawn(ioc, poll(), asio::detached);
+      asio::co_spawn(ioc, poll(), rethrow_error);
       co_await wait_held(idle + 1);
       p::JobSubmission s;
       s.spec.argv = std::vector<std::string>{"/bin/true"};

@@ -84,12 +84,12 @@ class DbWorker {
     else return false;
   }
 
-  template <class F, class Handler>
-  struct Op final : OpBase {
+  // Runs `f` and keeps its value or exception; how the outcome reaches the caller is the subclass's finish().
+  template <class F>
+  struct OpOf : OpBase {
     using R = std::invoke_result_t<F, Store&>;
-    Op(F f, Handler h)
-        : f_(std::move(f)), handler_(std::move(h)), work_(boost::asio::get_associated_executor(handler_)) {}
-    bool execute(Store& s) override {
+    explicit OpOf(F f) : f_(std::move(f)) {}
+    bool execute(Store& s) final {
       try {
         value_.emplace(f_(s));
         return !failed(*value_);
@@ -98,46 +98,41 @@ class DbWorker {
         return false;
       }
     }
-    void finish(std::exception_ptr commit_error) override {
-      if (commit_error) {
-        error_ = commit_error;
-        value_.reset();
-      }
-      auto ex = work_.get_executor();
-      boost::asio::post(ex, [h = std::move(handler_), e = error_, v = std::move(value_)]() mutable {
-        std::move(h)(e, std::move(v));
-      });
-      work_.reset();
-    }
     F f_;
-    Handler handler_;
-    boost::asio::executor_work_guard<boost::asio::associated_executor_t<Handler>> work_;
     std::optional<R> value_;
     std::exception_ptr error_;
   };
 
-  template <class F>
-  struct BlockingOp final : OpBase {
-    using R = std::invoke_result_t<F, Store&>;
-    BlockingOp(F f, std::promise<R> p) : f_(std::move(f)), p_(std::move(p)) {}
-    bool execute(Store& s) override {
-      try {
-        value_.emplace(f_(s));
-        return !failed(*value_);
-      } catch (...) {
-        error_ = std::current_exception();
-        return false;
-      }
-    }
+  // Resumes an awaiting coroutine on its executor.
+  template <class F, class Handler>
+  struct Op final : OpOf<F> {
+    Op(F f, Handler h)
+        : OpOf<F>(std::move(f)), handler_(std::move(h)), work_(boost::asio::get_associated_executor(handler_)) {}
     void finish(std::exception_ptr commit_error) override {
-      if (commit_error) error_ = commit_error;
-      if (error_) p_.set_exception(error_);
-      else p_.set_value(std::move(*value_));
+      if (commit_error) {
+        this->error_ = commit_error;
+        this->value_.reset();
+      }
+      auto ex = work_.get_executor();
+      boost::asio::post(ex, [h = std::move(handler_), e = this->error_, v = std::move(this->value_)]() mutable {
+        std::move(h)(e, std::move(v));
+      });
+      work_.reset();
     }
-    F f_;
-    std::promise<R> p_;
-    std::optional<R> value_;
-    std::exception_ptr error_;
+    Handler handler_;
+    boost::asio::executor_work_guard<boost::asio::associated_executor_t<Handler>> work_;
+  };
+
+  // Fulfils a promise (run_blocking).
+  template <class F>
+  struct BlockingOp final : OpOf<F> {
+    BlockingOp(F f, std::promise<typename OpOf<F>::R> p) : OpOf<F>(std::move(f)), p_(std::move(p)) {}
+    void finish(std::exception_ptr commit_error) override {
+      if (commit_error) this->error_ = commit_error;
+      if (this->error_) p_.set_exception(this->error_);
+      else p_.set_value(std::move(*this->value_));
+    }
+    std::promise<typename OpOf<F>::R> p_;
   };
 
   void enqueue(std::unique_ptr<OpBase> op);

@@ -50,47 +50,44 @@ struct Blob {
   throw std::runtime_error("log file " + file.string() + ": " + what + ": " + std::strerror(errno));
 }
 
+// fsyncs the directory `dir`, so that a new entry in it survives a crash. Throws std::runtime_error.
+void sync_directory(const std::filesystem::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw_log_io(dir, "cannot open directory");
+  int rc = ::fsync(fd);
+  int saved = errno;
+  ::close(fd);
+  errno = saved;
+  if (rc != 0) throw_log_io(dir, "cannot sync directory");
+}
+
 // Writes `bytes` at `offset` of `file` and makes them durable before the caller commits the new size; a new
 // file's directory entry (and a new directory's) is made durable too. Throws std::runtime_error on I/O errors.
 void write_log_bytes(const std::filesystem::path& file, std::uint64_t offset, std::string_view bytes) {
   auto dir = file.parent_path();
-  bool new_dir = false;
-  if (::mkdir(dir.c_str(), 0700) == 0)
-    new_dir = true;
-  else if (errno != EEXIST)
-    throw_log_io(dir, "cannot create");
+  bool new_dir = ::mkdir(dir.c_str(), 0700) == 0;
+  if (!new_dir && errno != EEXIST) throw_log_io(dir, "cannot create");
   bool new_file = ::access(file.c_str(), F_OK) != 0;
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) throw_log_io(file, "cannot open");
-  while (!bytes.empty()) {
+  const char* failed = nullptr;
+  while (!bytes.empty() && !failed) {
     ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      int saved = errno;
-      ::close(fd);
-      errno = saved;
-      throw_log_io(file, "cannot write");
+      failed = "cannot write";
+    } else {
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+      offset += static_cast<std::uint64_t>(n);
     }
-    bytes.remove_prefix(static_cast<std::size_t>(n));
-    offset += static_cast<std::uint64_t>(n);
   }
-  if (::fdatasync(fd) != 0) {
-    int saved = errno;
-    ::close(fd);
-    errno = saved;
-    throw_log_io(file, "cannot sync");
-  }
+  if (!failed && ::fdatasync(fd) != 0) failed = "cannot sync";
+  int saved = errno;
   ::close(fd);
-  auto sync_dir = [](const std::filesystem::path& d) {
-    int dfd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || ::fsync(dfd) != 0) {
-      if (dfd >= 0) ::close(dfd);
-      throw_log_io(d, "cannot sync directory");
-    }
-    ::close(dfd);
-  };
-  if (new_file) sync_dir(dir);
-  if (new_dir) sync_dir(dir.parent_path().empty() ? std::filesystem::path(".") : dir.parent_path());
+  errno = saved;
+  if (failed) throw_log_io(file, failed);
+  if (new_file) sync_directory(dir);
+  if (new_dir) sync_directory(dir.has_parent_path() ? dir.parent_path() : std::filesystem::path("."));
 }
 
 // Reads up to `n` bytes at `offset` of `file` (fewer only at its end). Throws std::runtime_error on I/O errors.
@@ -99,19 +96,18 @@ std::string read_log_bytes(const std::filesystem::path& file, std::uint64_t offs
   if (fd < 0) throw_log_io(file, "cannot open");
   std::string out(n, '\0');
   std::size_t got = 0;
-  while (got < n) {
+  bool failed = false;
+  while (got < n && !failed) {
     ssize_t r = ::pread(fd, out.data() + got, n - got, static_cast<off_t>(offset + got));
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      int saved = errno;
-      ::close(fd);
-      errno = saved;
-      throw_log_io(file, "cannot read");
-    }
-    if (r == 0) break;
+    if (r < 0) failed = true;
+    if (r <= 0) break;
     got += static_cast<std::size_t>(r);
   }
+  int saved = errno;
   ::close(fd);
+  errno = saved;
+  if (failed) throw_log_io(file, "cannot read");
   out.resize(got);
   return out;
 }

@@ -16,7 +16,6 @@
 #include <sstream>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include "common/logging.hpp"
@@ -27,6 +26,12 @@
 namespace {
 
 namespace asio = boost::asio;
+
+// Completion of the bench's spawned coroutines: a failure ends the run (it propagates out of io_context::run)
+// instead of vanishing and leaving the bench waiting for a figure that never comes.
+constexpr auto rethrow_error = [](std::exception_ptr e, auto&&...) {
+  if (e) std::rethrow_exception(e);
+};
 using namespace nymph::runners;
 using namespace nymph::runners::slurm;
 using namespace std::chrono_literals;
@@ -130,7 +135,7 @@ void bench(int n, int cycles, const std::filesystem::path& base) {
   for (int i = 0; i < n; ++i) {
     JournalEntry e{"bench-" + std::to_string(i), 1, "lease", ids[i], c.launch_dir / ("bench-" + std::to_string(i) + "-1"),
                    WallClock::now()};
-    asio::co_spawn(ioc, runner.resume(e, reporter), asio::detached);
+    asio::co_spawn(ioc, runner.resume(e, reporter), rethrow_error);
   }
   run_until(ioc, [&] { return cmds.squeue_calls >= 1; }, 120s);  // warm-up cycle
   long total = 0;

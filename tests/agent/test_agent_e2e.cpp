@@ -18,6 +18,7 @@
 #include "tests/support/agent_process.hpp"
 #include "tests/support/control_server.hpp"
 #include "tests/support/json_output.hpp"
+#include "tests/support/files.hpp"
 
 namespace json = boost::json;
 using namespace nymph::test;
@@ -32,13 +33,6 @@ json::object only_worker(const ControlServer& cp) {
   auto& list = v.as_object().at("workers").as_array();
   EXPECT_EQ(list.size(), 1u) << r.out;
   return list.at(0).as_object();
-}
-
-std::string read_file(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 std::string logs(const ControlServer& cp, const std::string& id, const std::string& stream = "stdout") {

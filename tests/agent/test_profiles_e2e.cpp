@@ -14,6 +14,7 @@
 #include "tests/support/agent_process.hpp"
 #include "tests/support/commands.hpp"
 #include "tests/support/control_server.hpp"
+#include "tests/support/files.hpp"
 
 namespace json = boost::json;
 namespace fs = std::filesystem;
@@ -21,13 +22,6 @@ using namespace nymph::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // A directory of approved scripts, removed afterwards.
 struct ScriptDir {

@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "control/store.hpp"
+#include "tests/support/files.hpp"
+
+using nymph::test::read_file;
 
 using namespace nymph::control;
 namespace p = nymph::protocol;
@@ -214,20 +216,13 @@ TEST_F(StoreTest, LogOffsetsOverlapGapAndBinary) {
   EXPECT_TRUE(store_->read_log(j, "stderr", 0, std::nullopt, 100)->data.empty());
 }
 
-namespace {
-std::string file_text(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-}  // namespace
-
 TEST_F(StoreTest, LogsAreFilesBesideTheDatabaseAndOnlyCommittedBytesCount) {
   std::string j = submit();
   std::string w = worker();
   auto lease = poll(w).reply.jobs.at(0).lease_id;
   ASSERT_EQ(store_->append_log(j, "stdout", lease, 0, "hello").value(), 5u);
   std::filesystem::path dir = path_ + ".logs", file = dir / (j + "-1.stdout");
-  EXPECT_EQ(file_text(file), "hello");
+  EXPECT_EQ(read_file(file), "hello");
   EXPECT_EQ(std::filesystem::status(dir).permissions() & std::filesystem::perms::all, std::filesystem::perms::owner_all);
   EXPECT_EQ(std::filesystem::status(file).permissions() & std::filesystem::perms::all,
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
@@ -237,7 +232,7 @@ TEST_F(StoreTest, LogsAreFilesBesideTheDatabaseAndOnlyCommittedBytesCount) {
   EXPECT_EQ(store_->read_log(j, "stdout", 0, std::nullopt, 100)->data, "hello");
   ASSERT_EQ(store_->append_log(j, "stdout", lease, 5, " world").value(), 11u);
   EXPECT_EQ(store_->read_log(j, "stdout", 0, std::nullopt, 100)->data, "hello world");
-  EXPECT_EQ(file_text(file).substr(0, 11), "hello world");
+  EXPECT_EQ(read_file(file).substr(0, 11), "hello world");
   // A stream begun by a version that kept logs in the database stays there.
   std::string legacy = "INSERT INTO log_chunks VALUES('" + j + "', 1, 'stderr', 0, X'6f6c64'); "
                        "INSERT INTO log_sizes VALUES('" + j + "', 1, 'stderr', 3);";

@@ -18,19 +18,13 @@
 #include <boost/json/parse.hpp>
 
 #include "tests/support/agent_process.hpp"
+#include "tests/support/files.hpp"
 
 extern char** environ;
 
 namespace nymph::test::deploy {
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void must_exist(const fs::path& p, const std::string& how) {
   if (!fs::exists(p)) throw std::runtime_error(p.string() + " is missing; build it first: " + how);
@@ -177,7 +171,7 @@ int Agent::stop(std::chrono::milliseconds bound) {
 }
 
 std::string Agent::log() const {
-  return "--- agent.log ---\n" + slurp(dir_ / "agent.log") + "--- stderr.log ---\n" + slurp(dir_ / "stderr.log");
+  return "--- agent.log ---\n" + read_file(dir_ / "agent.log") + "--- stderr.log ---\n" + read_file(dir_ / "stderr.log");
 }
 
 FinishedJob run_job(const ControlServer& cp, const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {

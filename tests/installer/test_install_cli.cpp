@@ -16,10 +16,12 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/commands.hpp"
+#include "tests/support/files.hpp"
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
 using nymph::test::CommandOutput;
+using nymph::test::read_file;
 using nymph::test::run_command;
 
 namespace {
@@ -28,13 +30,6 @@ unsigned mode_of(const fs::path& p) {
   struct stat st {};
   EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
   return st.st_mode & 07777;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // A loopback port with nothing listening on it.
@@ -52,7 +47,7 @@ int closed_port() {
 
 // True while `pid` exists and is not a zombie (an exited daemon waits for init to reap it).
 bool running(int pid) {
-  auto stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+  auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
   auto close = stat.rfind(')');
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
 }
@@ -72,7 +67,7 @@ std::string all_cmdlines() {
   DIR* d = ::opendir("/proc");
   while (dirent* e = d ? ::readdir(d) : nullptr) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    all += slurp(fs::path("/proc") / e->d_name / "cmdline") + "\n";
+    all += read_file(fs::path("/proc") / e->d_name / "cmdline") + "\n";
   }
   if (d) ::closedir(d);
   return all;
@@ -220,10 +215,10 @@ TEST_F(InstallCli, InstallStartsAPrivateDaemonThatKillStops) {
   EXPECT_EQ(mode_of(dir), 0700u);
   for (auto f : {"config.toml", "token", "launch.json"}) EXPECT_EQ(mode_of(dir / f), 0600u) << f;
   EXPECT_EQ(mode_of(log), 0600u);
-  EXPECT_EQ(slurp(dir / "token"), "cli-secret-token-7f3a9c");
+  EXPECT_EQ(read_file(dir / "token"), "cli-secret-token-7f3a9c");
   EXPECT_TRUE(running(pid));
   EXPECT_EQ(all_cmdlines().find("cli-secret-token"), std::string::npos);
-  EXPECT_EQ(slurp("/proc/" + std::to_string(pid) + "/environ").find("cli-secret-token"), std::string::npos);
+  EXPECT_EQ(read_file("/proc/" + std::to_string(pid) + "/environ").find("cli-secret-token"), std::string::npos);
 
   auto list = run({"launches", "--json"});
   ASSERT_EQ(list.exit_code, 0);
@@ -263,10 +258,10 @@ TEST_F(InstallCli, TwoInstallsKeepSeparateLabelsAndTokens) {
   EXPECT_NE(oa["launchId"], ob["launchId"]);
   EXPECT_NE(oa["workerLabel"], ob["workerLabel"]);
   fs::path da(std::string(oa["launchDir"].as_string())), db(std::string(ob["launchDir"].as_string()));
-  EXPECT_EQ(slurp(da / "token"), "cli-secret-token-7f3a9c");
-  EXPECT_EQ(slurp(db / "token"), "second-token-99");
-  EXPECT_NE(slurp(da / "config.toml").find(std::string(oa["workerLabel"].as_string())), std::string::npos);
-  EXPECT_NE(slurp(db / "config.toml").find(std::string(ob["workerLabel"].as_string())), std::string::npos);
+  EXPECT_EQ(read_file(da / "token"), "cli-secret-token-7f3a9c");
+  EXPECT_EQ(read_file(db / "token"), "second-token-99");
+  EXPECT_NE(read_file(da / "config.toml").find(std::string(oa["workerLabel"].as_string())), std::string::npos);
+  EXPECT_NE(read_file(db / "config.toml").find(std::string(ob["workerLabel"].as_string())), std::string::npos);
   auto list = one_object(run({"launches", "--json"}))["launches"].as_array();
   ASSERT_EQ(list.size(), 2u);
   EXPECT_EQ(list[0].at("state"), "running") << "the second install did not stop the first";

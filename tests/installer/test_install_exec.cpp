@@ -17,18 +17,14 @@
 #include "installer/install.hpp"
 #include "installer/launches.hpp"
 #include "installer/process.hpp"
+#include "tests/support/files.hpp"
+
+using nymph::test::read_file;
 
 using namespace nymph::installer;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 unsigned mode_of(const fs::path& p) {
   struct stat st {};
@@ -99,11 +95,11 @@ TEST_F(InstallExec, WritesPrivateFilesAndStartsDetachedDaemon) {
   EXPECT_EQ(mode_of(p.launch_dir / "token"), 0600u);
   EXPECT_EQ(mode_of(p.launch_dir / "launch.json"), 0600u);
   EXPECT_EQ(mode_of(p.log_path), 0600u);
-  EXPECT_EQ(slurp(p.launch_dir / "token"), "secret-token-0123456789");
-  EXPECT_EQ(slurp(p.config_path), p.config_toml);
+  EXPECT_EQ(read_file(p.launch_dir / "token"), "secret-token-0123456789");
+  EXPECT_EQ(read_file(p.config_path), p.config_toml);
   EXPECT_EQ(p.log_path.parent_path(), root_ / "home" / ".local" / "share");
 
-  auto probe = slurp(p.launch_dir / "probe.txt");
+  auto probe = read_file(p.launch_dir / "probe.txt");
   EXPECT_NE(probe.find("arg run\narg --config\narg " + p.config_path.native() + "\n"), std::string::npos) << probe;
   EXPECT_NE(probe.find("cwd " + p.launch_dir.native() + "\n"), std::string::npos) << probe;
   EXPECT_NE(probe.find("stdin /dev/null\n"), std::string::npos) << probe;
@@ -115,7 +111,7 @@ TEST_F(InstallExec, WritesPrivateFilesAndStartsDetachedDaemon) {
   auto cmd = read_cmdline(*out->pid);
   ASSERT_TRUE(cmd);
   for (const auto& a : *cmd) EXPECT_EQ(a.find("secret-token"), std::string::npos) << a;
-  EXPECT_NE(slurp(p.log_path).find("fake daemon"), std::string::npos);
+  EXPECT_NE(read_file(p.log_path).find("fake daemon"), std::string::npos);
 }
 
 TEST_F(InstallExec, ListKillAndPrune) {
@@ -258,7 +254,7 @@ TEST_F(InstallExec, TokenFromStandardInput) {
   opts_.token_stdin = true;
   auto out = install();
   ASSERT_TRUE(out) << out.error().message;
-  EXPECT_EQ(slurp(out->plan.launch_dir / "token"), "stdin-token-42");
+  EXPECT_EQ(read_file(out->plan.launch_dir / "token"), "stdin-token-42");
 }
 
 TEST_F(InstallExec, SlurmSubmitListAndCancel) {
@@ -267,7 +263,7 @@ TEST_F(InstallExec, SlurmSubmitListAndCancel) {
   auto out = install();
   ASSERT_TRUE(out) << out.error().message;
   EXPECT_EQ(out->slurm_job_id, "4242");
-  EXPECT_EQ(slurp(root_ / "slurm" / "script"), out->plan.sbatch_script);
+  EXPECT_EQ(read_file(root_ / "slurm" / "script"), out->plan.sbatch_script);
   EXPECT_EQ(mode_of(out->plan.log_path), 0600u);
   auto json = outcome_json(*out);
   EXPECT_EQ(json.at("slurmJobId").as_string(), "4242");

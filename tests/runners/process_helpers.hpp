@@ -77,33 +77,25 @@ inline bool process_dead(pid_t pid) {
   return !s || s->state == 'Z' || s->state == 'X';
 }
 
-// Zombie children of this test process.
-inline std::vector<pid_t> zombie_children() {
+// Children of this test process that still exist (zombies included), or only the zombies.
+inline std::vector<pid_t> children_of_this_process(bool zombies_only) {
   std::vector<pid_t> found;
   DIR* d = ::opendir("/proc");
   while (dirent* e = d ? ::readdir(d) : nullptr) {
     pid_t pid = std::atoi(e->d_name);
     if (pid <= 0) continue;
     auto s = proc_stat(pid);
-    if (s && s->ppid == ::getpid() && s->state == 'Z') found.push_back(pid);
+    if (s && s->ppid == ::getpid() && (!zombies_only || s->state == 'Z')) found.push_back(pid);
   }
   if (d) ::closedir(d);
   return found;
 }
 
+// Zombie children of this test process.
+inline std::vector<pid_t> zombie_children() { return children_of_this_process(true); }
+
 // Children of this test process that still exist (zombies included).
-inline std::vector<pid_t> child_processes() {
-  std::vector<pid_t> found;
-  DIR* d = ::opendir("/proc");
-  while (dirent* e = d ? ::readdir(d) : nullptr) {
-    pid_t pid = std::atoi(e->d_name);
-    if (pid <= 0) continue;
-    auto s = proc_stat(pid);
-    if (s && s->ppid == ::getpid()) found.push_back(pid);
-  }
-  if (d) ::closedir(d);
-  return found;
-}
+inline std::vector<pid_t> child_processes() { return children_of_this_process(false); }
 
 // Reads the pids written one per line to `file`.
 inline std::vector<pid_t> read_pids(const std::filesystem::path& file) {

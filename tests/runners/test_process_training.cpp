@@ -14,6 +14,9 @@
 #include "runners/process_runner.hpp"
 #include "tests/runners/process_helpers.hpp"
 #include "tests/support/run_coro.hpp"
+#include "tests/support/files.hpp"
+
+using nymph::test::read_file;
 
 namespace nymph::runners {
 namespace {
@@ -22,11 +25,6 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 using namespace std::chrono_literals;
 using test::run_coro;
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 class ProcessTrainingTest : public ::testing::Test {
  protected:

@@ -11,17 +11,15 @@
 
 #include "runners/profile.hpp"
 #include "tests/runners/process_helpers.hpp"
+#include "tests/support/files.hpp"
+
+using nymph::test::read_file;
 
 namespace nymph::runners {
 namespace {
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 #define EXPECT_ERROR_HAS(result, text)                                                  \
   do {                                                                                  \

@@ -15,20 +15,15 @@
 #include "tests/slurm/lab_runner_support.hpp"
 #include "tests/support/agent_process.hpp"
 #include "tests/support/control_server.hpp"
+#include "tests/support/files.hpp"
 
 namespace {
 
 using namespace nymph::test::lab;
 namespace json = boost::json;
 using nymph::test::AgentProcess;
+using nymph::test::read_file;
 using nymph::test::ControlServer;
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Approved scripts in a directory of their own (mode 0755, readable by the lab user who submits them).
 struct Scripts {

@@ -7,19 +7,15 @@
 
 #include "runners/slurm/script.hpp"
 #include "tests/support/commands.hpp"
+#include "tests/support/files.hpp"
+
+using nymph::test::read_file;
 
 namespace {
 
 using namespace nymph::runners::slurm;
 using nymph::runners::JobSpec;
 namespace fs = std::filesystem;
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void write_file(const fs::path& p, const std::string& text) {
   std::ofstream(p, std::ios::binary) << text;

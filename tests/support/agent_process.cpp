@@ -1,4 +1,5 @@
 #include "tests/support/agent_process.hpp"
+#include "tests/support/files.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -24,15 +25,6 @@ extern char** environ;
 namespace fs = std::filesystem;
 
 namespace nymph::test {
-
-namespace {
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-}  // namespace
 
 AgentProcess::AgentProcess(const ControlServer& cp, AgentOptions options) : options_(std::move(options)) {
   char tmpl[] = "/tmp/nymph-agent-XXXXXX";
