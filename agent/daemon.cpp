@@ -14,6 +14,7 @@
 #include "agent/notifier.hpp"
 #include "agent/outbox.hpp"
 #include "agent/status_file.hpp"
+#include "common/coroutine_warning.hpp"
 #include "nymph/version.hpp"
 
 namespace nymph::agent {
@@ -483,6 +484,7 @@ struct Daemon::Impl {
 
   // Delivers one attempt's events and logs in order until its final event is acknowledged, retrying
   // transient failures for as long as it takes.
+  NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
   asio::awaitable<void> ship(Attempt* a) {
     Backoff retry({settings.backoff_initial, settings.backoff_max});
     while (!a->stopped()) {
@@ -535,6 +537,7 @@ struct Daemon::Impl {
     a->drained.notify();
     finish_if_done(a);
   }
+  NYMPH_GCC_PR109224_END
 
   // ---- lifecycle driver ----------------------------------------------------------------------------------
 
@@ -578,6 +581,7 @@ struct Daemon::Impl {
     write_status();
   }
 
+  NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
   asio::awaitable<void> report_exit(Clock::time_point deadline) {
     protocol::ExitRequest x;
     x.exit_reason = *protocol::parse_exit_reason(to_string(*lifecycle.exit_reason()));
@@ -593,6 +597,7 @@ struct Daemon::Impl {
       co_await state_changed.wait(std::min(deadline, Clock::now() + retry.next_delay()));
     }
   }
+  NYMPH_GCC_PR109224_END
 
   asio::awaitable<ExitReason> run() {
     write_status();

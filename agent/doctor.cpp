@@ -18,6 +18,7 @@
 #include <boost/json.hpp>
 
 #include "agent/probe.hpp"
+#include "common/coroutine_warning.hpp"
 #include "common/http_client.hpp"
 
 namespace nymph::agent::doctor {
@@ -480,6 +481,7 @@ Check disk_for(const Inputs& in) {
 
 }  // namespace
 
+NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 asio::awaitable<Report> run_all(Inputs in, runners::slurm::CommandRunner& commands) {
   Report r;
   r.checks.push_back(config_check(in));
@@ -497,5 +499,6 @@ asio::awaitable<Report> run_all(Inputs in, runners::slurm::CommandRunner& comman
   r.checks.push_back(disk_for(in));
   co_return r;
 }
+NYMPH_GCC_PR109224_END
 
 }  // namespace nymph::agent::doctor

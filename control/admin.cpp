@@ -301,10 +301,11 @@ asio::awaitable<int> job(AdminOptions o, std::string id) {
   if (j->result) std::cout << "result:    " << json::serialize(*j->result) << "\n";
   if (!j->attempts.empty()) {
     std::cout << "\n";
-    std::vector<std::vector<std::string>> rows{{"ATTEMPT", "LEASE", "WORKER", "STATE", "EXIT", "SIGNAL", "MESSAGE"}};
+    std::vector<std::vector<std::string>> rows{
+        {"ATTEMPT", "LEASE", "WORKER", "STATE", "EXIT", "SIGNAL", "SLURM JOB", "MESSAGE"}};
     for (const auto& a : j->attempts)
       rows.push_back({std::to_string(a.attempt), a.lease_id, a.worker_id, std::string(protocol::to_string(a.state)),
-                      opt_int(a.exit_code), opt_int(a.signal), a.message});
+                      opt_int(a.exit_code), opt_int(a.signal), a.slurm_job_id.value_or("-"), a.message});
     print_table(rows);
   }
   if (!j->events.empty()) {

@@ -72,11 +72,15 @@ int main(int argc, char** argv) {
   submit->add_option("--runner", sub.runner, "Runner: process or slurm")->default_val("process");
   submit->add_option("--kind", sub.kind, "command or training")->default_val("command")->check(CLI::IsMember({"command", "training"}));
   submit->add_option("--command", sub.command, "Shell command (instead of argv)");
-  submit->add_option("--env", sub.env, "Environment variable K=V (repeatable)");
+  // CLI11 reads a `--` right after a repeatable option as the end of that option's values, not of all options:
+  // without positionals_at_end, `--slurm-option k=v -- prog -c ...` would then parse `-c` as an option of ours.
+  submit->positionals_at_end();
+  auto repeatable = [](CLI::Option* o) { o->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll); };
+  repeatable(submit->add_option("--env", sub.env, "Environment variable K=V (repeatable)"));
   submit->add_option("--timeout", sub.timeout, "Job time limit (e.g. 10m)")->check(duration);
-  submit->add_option("--require-tag", sub.require_tags, "Only workers with tag k=v (repeatable)");
+  repeatable(submit->add_option("--require-tag", sub.require_tags, "Only workers with tag k=v (repeatable)"));
   submit->add_option("--max-attempts", sub.max_attempts, "Attempts before the job is lost (1-10)")->default_val(2);
-  submit->add_option("--slurm-option", sub.slurm_options, "runConfig.slurm k=v (repeatable)");
+  repeatable(submit->add_option("--slurm-option", sub.slurm_options, "runConfig.slurm k=v (repeatable)"));
   submit->add_option("--payload", sub.payload, "Training payload JSON: {\"profile\":...,\"parameters\":{...}}");
   submit->add_flag("--wait", sub.wait, "Wait for the job and exit with its exit status");
   submit->add_flag("--follow", sub.follow, "Stream the job's stdout/stderr while it runs (implies --wait)");

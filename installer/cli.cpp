@@ -98,6 +98,10 @@ class CommandsImpl final : public Commands {
         ->capture_default_str()
         ->needs(slurm);
     s->add_option("--idle-exit", opts_.idle_exit, "Exit after this long without jobs (e.g. 30m)");
+    s->add_option("--training-profile", opts_.training_profiles,
+                  "Approved training profile NAME=/absolute/script (repeatable; checked as `nymph run` checks it)")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     s->add_option("--state-dir", opts_.state_dir, "State directory (default ~/.local/share/nymph)");
     s->add_flag("--json", opts_.json, "Print one JSON object");
     s->add_flag("--dry-run", opts_.dry_run, "Print what would be written and run; change nothing");

@@ -18,6 +18,7 @@
 
 #include "installer/launch_record.hpp"
 #include "installer/process.hpp"
+#include "runners/profile.hpp"
 
 namespace nymph::installer {
 
@@ -318,6 +319,16 @@ std::string squeue_line(const InstallPlan& plan) {
 
 std::string tail_line(const InstallPlan& plan) { return "tail -f " + shell_quote(plan.log_path.native()); }
 
+// Each --training-profile script must be acceptable to `nymph run` (runners::check_profiles), so an install
+// never starts a daemon that would refuse to start.
+Result<void> check_profile_scripts(const InstallPlan& plan) {
+  std::vector<runners::Profile> profiles;
+  for (const auto& [name, script] : plan.profiles) profiles.push_back({.name = name, .script = script});
+  if (auto r = runners::check_profiles(runners::ProfileCatalog(std::move(profiles))); !r)
+    return fail("--training-profile: " + r.error().message);
+  return {};
+}
+
 }  // namespace
 
 Result<std::string> read_token(const InstallOptions& o, std::istream* input) {
@@ -342,6 +353,7 @@ Result<InstallOutcome> run_install(const InstallOptions& o, const InstallContext
   if (!id) return id.error();
   auto plan = make_install_plan(o, ctx.host, *id);
   if (!plan) return plan.error();
+  if (auto r = check_profile_scripts(*plan); !r) return r.error();
   auto token = read_token(o, ctx.token_input);
   if (!token) return token.error();
   InstallOutcome out{.plan = *plan, .dry_run = o.dry_run,
@@ -394,6 +406,11 @@ json::object outcome_json(const InstallOutcome& oc) {
     for (const auto& a : p.daemon_argv) argv.emplace_back(a);
     o["command"] = std::move(argv);
     if (p.mode == LaunchMode::slurm) o["sbatchScript"] = p.sbatch_script;
+  }
+  if (!p.profiles.empty()) {
+    json::object profiles;
+    for (const auto& [name, script] : p.profiles) profiles[name] = script;
+    o["trainingProfiles"] = std::move(profiles);
   }
   return o;
 }

@@ -115,6 +115,28 @@ Result<void> check_paths(const InstallOptions& o, const InstallPlan& plan, const
 }
 
 
+// --training-profile NAME=/abs/script: the same name and path grammar as `nymph run` (the scripts themselves are
+// checked by run_install, which may look at the filesystem).
+Result<std::vector<std::pair<std::string, std::string>>> parse_profiles(const std::vector<std::string>& entries) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& e : entries) {
+    auto eq = e.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == e.size())
+      return fail("--training-profile " + shown(e) + ": expected NAME=/absolute/script");
+    std::string name = e.substr(0, eq), script = e.substr(eq + 1);
+    bool name_ok = name.size() <= 64 && is_alnum(name[0]);
+    for (char c : name) name_ok = name_ok && (is_alnum(c) || c == '_' || c == '.' || c == '-');
+    if (!name_ok)
+      return fail("--training-profile " + shown(e) + ": profile names are 1-64 letters, digits, '_', '.', '-'");
+    if (has_control(script) || !fs::path(script).is_absolute())
+      return fail("--training-profile " + shown(e) + ": the script path must be absolute");
+    for (const auto& [n, s] : out)
+      if (n == name) return fail("--training-profile " + shown(name) + " given twice");
+    out.emplace_back(std::move(name), std::move(script));
+  }
+  return out;
+}
+
 Result<void> check_slurm(const InstallOptions& o) {
   if (!o.slurm) {
     bool any = !o.slurm_partition.empty() || !o.slurm_time.empty() || !o.slurm_account.empty() ||
@@ -162,6 +184,11 @@ std::string render_config(const InstallPlan& plan, const std::map<std::string, s
       << server << "\n\n[worker]\n"
       << worker << "\n\n";
   if (!tags.empty()) out << "[worker.tags]\n" << tag_table << "\n\n";
+  if (!plan.profiles.empty()) {
+    toml::table profiles;
+    for (const auto& [name, script] : plan.profiles) profiles.insert(name, script);
+    out << "[profiles]\n" << profiles << "\n\n";
+  }
   out << "[log]\n" << log << "\n";
   return out.str();
 }
@@ -202,6 +229,8 @@ Result<InstallPlan> make_install_plan(const InstallOptions& o, const HostFacts& 
   auto idle_exit = check_idle_exit(o);
   if (!idle_exit) return idle_exit.error();
   if (auto r = check_slurm(o); !r) return r.error();
+  auto profiles = parse_profiles(o.training_profiles);
+  if (!profiles) return profiles.error();
   if (!o.state_dir.empty() && !fs::path(o.state_dir).is_absolute())
     return fail("--state-dir " + shown(o.state_dir) + " must be an absolute path");
 
@@ -210,6 +239,7 @@ Result<InstallPlan> make_install_plan(const InstallOptions& o, const HostFacts& 
   plan.worker_label = *label + "-" + plan.launch_id;
   plan.mode = o.slurm ? LaunchMode::slurm : LaunchMode::local;
   plan.server = o.server;
+  plan.profiles = std::move(*profiles);
   plan.state_dir = (o.state_dir.empty() ? default_state_dir(host.home) : fs::path(o.state_dir)).lexically_normal();
   plan.launch_dir = plan.state_dir / "launches" / plan.launch_id;
   plan.config_path = plan.launch_dir / kConfigFile;

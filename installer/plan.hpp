@@ -23,6 +23,7 @@ struct InstallOptions {
   std::string slurm_partition, slurm_time, slurm_account, slurm_qos;
   int slurm_signal_lead = 120;            // --slurm-signal-lead seconds: SIGUSR1 this long before the walltime
   std::string idle_exit;                  // --idle-exit duration; empty: off
+  std::vector<std::string> training_profiles;  // --training-profile NAME=/abs/script, repeatable
   std::string state_dir;                  // --state-dir; empty: ~/.local/share/nymph
   bool json = false;                      // --json
   bool dry_run = false;                   // --dry-run
@@ -47,6 +48,7 @@ struct InstallPlan {
   std::filesystem::path launch_dir;       // <state-dir>/launches/<ULID> (0700)
   std::filesystem::path config_path;      // <launch_dir>/config.toml (0600)
   std::filesystem::path log_path;         // ~/.local/share/nymph-<ULID>.log
+  std::vector<std::pair<std::string, std::string>> profiles;  // approved training profiles: name, script
   std::string config_toml;                // content of config.toml
   std::vector<std::string> daemon_argv;   // <nymph> run --config <config_path>
   std::string job_name;                   // slurm: lakeshore-nymph-<ULID>

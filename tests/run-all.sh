@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # run-all.sh - the one command that runs every test of nymph on a fresh Debian 12 machine (as root).
 #
-# Installs the Debian packages (packaging/deps-debian.sh), configures and builds the `ci` preset (Debug,
-# ASan+UBSan, warnings as errors) and the release artifacts (packaging/release.sh: the `static` preset), then
-# runs every ctest label: unit, integration, deploy and slurm. The slurm
-# label's fixture starts the single-node lab cluster (tests/slurm-lab) and stops what it started.
+# Installs the Debian packages (packaging/deps-debian.sh), creates the unprivileged lab user the Slurm tests run
+# as (tests/slurm-lab/prepare.sh: their test discovery runs as that user at build time), configures and builds
+# the `ci` preset (Debug, ASan+UBSan, warnings as errors) and the release artifacts (packaging/release.sh: the
+# `static` preset), then runs every ctest label: unit, integration, deploy and slurm. The slurm label's fixture
+# starts the single-node lab cluster (tests/slurm-lab) and stops what it started. Nothing else needs setting up
+# beforehand; tests/slurm-lab/reset.sh undoes everything this creates.
 #
 #   tests/run-all.sh                 everything
 #   NYMPH_TEST_LABELS=unit tests/run-all.sh   only the given ctest label regex
@@ -13,6 +15,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 packaging/deps-debian.sh
 export PATH=$PATH:/usr/sbin:/sbin
+tests/slurm-lab/prepare.sh
 cmake --preset ci
 cmake --build --preset ci
 # The portable static binaries and the release artifacts (tarball, .deb, .rpm) that the `deploy` label tests

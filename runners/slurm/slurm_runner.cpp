@@ -13,6 +13,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "common/coroutine_warning.hpp"
 #include "runners/profile.hpp"
 #include "runners/slurm/options.hpp"
 #include "runners/slurm/parse.hpp"
@@ -121,6 +122,7 @@ SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig confi
 
 SlurmRunner::~SlurmRunner() = default;
 
+NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter) {
   const bool training = spec.kind == "training";
   if (!training && config_.profiles_only)
@@ -177,6 +179,7 @@ asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter)
   start_tracking(a);
   co_return co_await follow(a, {});
 }
+NYMPH_GCC_PR109224_END
 
 // Removes whatever a previous run left at the attempt's directory and creates it afresh, mode 0700.
 Result<fs::path> SlurmRunner::fresh_dir(const JobSpec& spec) {

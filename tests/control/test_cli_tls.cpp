@@ -149,6 +149,19 @@ TEST(ControlCli, SubmitWaitSucceedsThenListShowLogsCancel) {
   EXPECT_NE(missing.err.find("404 unknownJob"), std::string::npos) << missing.err;
 }
 
+TEST(ControlCli, RepeatableOptionsRightBeforeTheArgvSeparator) {
+  ControlServer cp;
+  auto r = cp.admin({"submit", "--runner", "slurm", "--env", "A=1", "--require-tag", "site=x", "--slurm-option",
+                     "partition=debug", "--slurm-option", "time=5", "--", "/bin/sh", "-c", "echo hi"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto show = cp.admin({"job", r.out.substr(0, r.out.find('\n')), "--json"});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  auto job = p::parse_as<p::JobInfo>(show.out).value();
+  EXPECT_EQ(job.spec.argv, (std::vector<std::string>{"/bin/sh", "-c", "echo hi"}));
+  EXPECT_EQ(job.spec.env.at("A"), "1");
+  EXPECT_EQ(boost::json::serialize(job.spec.run_config), R"({"slurm":{"partition":"debug","time":"5"}})");
+}
+
 TEST(ControlCli, TargetFromEnvironmentAndConfigFileNeverFromArgv) {
   ControlServer cp;
   // No --token option exists: a token value cannot be passed on the command line.

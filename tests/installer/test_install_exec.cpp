@@ -306,3 +306,22 @@ TEST_F(InstallExec, PruneRemovesOnlyOldLeftoversOfInterruptedInstalls) {
   EXPECT_TRUE(fs::exists(new_dir)) << "may belong to an install running right now";
   EXPECT_TRUE(list_launches(manage_).empty()) << "temporary directories are not launches";
 }
+
+TEST_F(InstallExec, TrainingProfileScriptIsCheckedAsNymphRunChecksIt) {
+  auto script = root_ / "profile.sh";
+  std::ofstream(script) << "#!/bin/sh\nexit 0\n";
+  fs::permissions(script, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_write);
+  opts_.training_profiles = {"smoke=" + script.native()};
+  auto refused = run_install(opts_, ctx_, ids_);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("profile smoke"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("writable by group"), std::string::npos) << refused.error().message;
+  EXPECT_FALSE(fs::exists(root_ / "state"));
+
+  fs::permissions(script, fs::perms::owner_all | fs::perms::group_read);
+  opts_.dry_run = true;
+  auto out = install();
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_NE(out->plan.config_toml.find("smoke = '" + script.native() + "'"), std::string::npos)
+      << out->plan.config_toml;
+}

@@ -287,3 +287,25 @@ TEST(ShellQuote, QuotesOnlyWhatNeedsIt) {
   EXPECT_EQ(shell_quote("$(x);`y`|&>"), "'$(x);`y`|&>'");
   EXPECT_EQ(shell_join({"tail", "-f", "/a b/c"}), "tail -f '/a b/c'");
 }
+
+TEST(InstallPlan, TrainingProfilesGoIntoTheConfig) {
+  auto o = base();
+  o.training_profiles = {"smoke=/opt/nymph/profiles/slurm-smoke.sh", "fit.v2=/opt/p/fit.sh"};
+  auto p = plan_ok(o);
+  auto config = toml::parse(p.config_toml);
+  EXPECT_EQ(config["profiles"]["smoke"].value<std::string>(), "/opt/nymph/profiles/slurm-smoke.sh");
+  EXPECT_EQ(config["profiles"]["fit.v2"].value<std::string>(), "/opt/p/fit.sh");
+  EXPECT_FALSE(contains(plan_ok(base()).config_toml, "[profiles]"));
+}
+
+TEST(InstallPlan, BadTrainingProfilesAreRefusedNamingTheOption) {
+  for (std::string bad : {"smoke", "=/abs", "smoke=", "smoke=relative/x.sh", "-x=/abs", "a b=/abs",
+                          "smoke=/abs\n#x", std::string(65, 'n') + "=/abs"}) {
+    auto o = base();
+    o.training_profiles = {bad};
+    EXPECT_TRUE(contains(plan_error(o), "--training-profile")) << bad;
+  }
+  auto o = base();
+  o.training_profiles = {"smoke=/a.sh", "smoke=/b.sh"};
+  EXPECT_TRUE(contains(plan_error(o), "given twice"));
+}
