@@ -1,6 +1,6 @@
 #include "agent/control_plane.hpp"
 
-#include "common/http_client.hpp"
+#include "http/client.hpp"
 
 namespace nymph::agent {
 

@@ -12,7 +12,7 @@
 #include <spdlog/logger.h>
 
 #include "common/error.hpp"
-#include "common/protocol.hpp"
+#include "protocol/protocol.hpp"
 
 namespace nymph::agent {
 

@@ -19,7 +19,7 @@
 
 #include "agent/probe.hpp"
 #include "common/coroutine_warning.hpp"
-#include "common/http_client.hpp"
+#include "http/client.hpp"
 
 namespace nymph::agent::doctor {
 

@@ -13,7 +13,7 @@
 #include "agent/daemon.hpp"
 #include "agent/probe.hpp"
 #include "common/logging.hpp"
-#include "common/protocol.hpp"
+#include "protocol/protocol.hpp"
 #include "nymph/version.hpp"
 #include "runners/child_process.hpp"
 #include "runners/process_runner.hpp"

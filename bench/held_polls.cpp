@@ -31,8 +31,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 
-#include "common/http_client.hpp"
-#include "common/protocol.hpp"
+#include "http/client.hpp"
+#include "protocol/protocol.hpp"
 
 extern char** environ;
 

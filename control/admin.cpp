@@ -20,8 +20,8 @@
 #include <toml++/toml.h>
 
 #include "common/duration.hpp"
-#include "common/http_client.hpp"
-#include "common/protocol.hpp"
+#include "http/client.hpp"
+#include "protocol/protocol.hpp"
 #include "control/store.hpp"
 
 namespace nymph::control {

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/protocol.hpp"
+#include "protocol/protocol.hpp"
 
 namespace nymph::control {
 

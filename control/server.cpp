@@ -6,7 +6,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
-#include "common/http_client.hpp"
+#include "http/client.hpp"
 
 namespace nymph::control {
 

@@ -13,7 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/logger.h>
 
-#include "common/protocol.hpp"
+#include "protocol/protocol.hpp"
 #include "control/db_worker.hpp"
 #include "control/policy.hpp"
 #include "control/poll_hub.hpp"

@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/protocol.hpp"
+#include "protocol/protocol.hpp"
 #include "control/api_error.hpp"
 #include "control/policy.hpp"
 

@@ -2,7 +2,7 @@
 // Semantic checks of decoded requests (types are checked by protocol::from_json). Each returns an Error whose
 // message names the field and the rule ("field 'env': 'A-B' is not a valid environment variable name").
 #include "common/error.hpp"
-#include "common/protocol.hpp"
+#include "protocol/protocol.hpp"
 
 namespace nymph::control {
 

@@ -9,8 +9,8 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "common/http_client.hpp"
-#include "common/protocol.hpp"
+#include "http/client.hpp"
+#include "protocol/protocol.hpp"
 #include "tests/support/control_server.hpp"
 #include "tests/support/run_coro.hpp"
 

@@ -3,7 +3,7 @@
 
 #include <boost/json/parse.hpp>
 
-#include "common/protocol.hpp"
+#include "protocol/protocol.hpp"
 
 namespace p = nymph::protocol;
 namespace json = boost::json;

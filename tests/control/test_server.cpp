@@ -11,8 +11,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "common/http_client.hpp"
-#include "common/protocol.hpp"
+#include "http/client.hpp"
+#include "protocol/protocol.hpp"
 #include "tests/support/control_server.hpp"
 #include "tests/support/run_coro.hpp"
 

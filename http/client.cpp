@@ -1,6 +1,6 @@
 // nymph::http client: Beast over TCP or TLS, C++20 coroutines. The only translation unit with client-side
 // Beast/SSL code (it is expensive to compile).
-#include "common/http_client.hpp"
+#include "http/client.hpp"
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>

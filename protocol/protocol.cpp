@@ -1,4 +1,4 @@
-#include "common/protocol.hpp"
+#include "protocol/protocol.hpp"
 
 #include <time.h>
 
