@@ -299,7 +299,7 @@ TEST(InstallPlan, TrainingProfilesGoIntoTheConfig) {
 }
 
 TEST(InstallPlan, BadTrainingProfilesAreRefusedNamingTheOption) {
-  for (std::string bad : {"smoke", "=/abs", "smoke=", "smoke=relative/x.sh", "-x=/abs", "a b=/abs",
+  for (const std::string& bad : std::vector<std::string>{"smoke", "=/abs", "smoke=", "smoke=relative/x.sh", "-x=/abs", "a b=/abs",
                           "smoke=/abs\n#x", std::string(65, 'n') + "=/abs"}) {
     auto o = base();
     o.training_profiles = {bad};
