@@ -11,7 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "agent/backoff.hpp"
-#include "agent/notifier.hpp"
+#include "common/notifier.hpp"
 #include "agent/outbox.hpp"
 #include "agent/status_file.hpp"
 #include "common/coroutine_warning.hpp"

@@ -55,7 +55,7 @@ std::optional<std::uint64_t> parse_u64(std::string_view s) {
   return v;
 }
 
-// Parsed origin-form target: path segments and decoded query parameters.
+// Parsed origin-form target: decoded path segments and query parameters.
 struct Target {
   std::vector<std::string> segments;
   std::map<std::string, std::string> params;
@@ -69,8 +69,6 @@ std::optional<Target> parse_target(std::string_view target) {
   for (auto p : u->params()) t.params[std::string(p.key)] = std::string(p.value);
   return t;
 }
-
-bool is_stream(const std::string& s) { return s == "stdout" || s == "stderr"; }
 
 }  // namespace
 
@@ -103,17 +101,24 @@ void Service::stop() {
 }
 
 bool Service::may_hold(const HttpRequest& req) {
-  if (req.method == "GET") {  // GET /v1/jobs/{id}?...waitS=...
-    auto path = std::string_view(req.target).substr(0, req.target.find('?'));
-    return path.starts_with("/v1/jobs/") && path.find('/', 9) == std::string_view::npos &&
-           req.target.find("waitS=") != std::string::npos;
+  auto path = std::string_view(req.target).substr(0, req.target.find('?'));
+  auto m = protocol::match_route(req.method, path);
+  if (m.outcome != protocol::RouteMatch::Outcome::found) return false;
+  switch (m.route->hold) {
+    case protocol::Hold::never: return false;
+    case protocol::Hold::always: return true;
+    case protocol::Hold::with_wait_param: {
+      auto t = parse_target(req.target);
+      return t && t->params.contains("waitS");
+    }
   }
-  return req.method == "POST" && req.target.size() > 5 && req.target.ends_with("/poll");
+  return false;
 }
 
 std::size_t Service::body_limit(std::string_view method, std::string_view target) const {
-  if (method == "PUT" && target.find("/logs/") != std::string_view::npos) return config_.limits.max_log_chunk;
-  return config_.limits.max_json_body;
+  auto m = protocol::match_route(method, target.substr(0, target.find('?')));
+  bool log_bytes = m.outcome == protocol::RouteMatch::Outcome::found && m.route->body == protocol::BodyKind::log_bytes;
+  return log_bytes ? config_.limits.max_log_chunk : config_.limits.max_json_body;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -189,75 +194,58 @@ asio::awaitable<std::optional<Role>> Service::authenticate(const std::string& au
 }
 
 asio::awaitable<HttpReply> Service::dispatch(HttpRequest& req) {
+  using protocol::Caller;
+  using protocol::RouteMatch;
   auto t = parse_target(req.target);
   if (!t) co_return error_reply(400, "badRequest", "invalid request target");
-  const auto& s = t->segments;
-  const std::string& m = req.method;
-  if (s.size() == 1 && s[0] == "healthz") {
-    if (m != "GET") co_return error_reply(405, "methodNotAllowed", "use GET");
-    co_return HttpReply{200, "application/json", R"({"status":"ok"})", {}};
-  }
-  if (s.size() == 1 && s[0] == "metrics") {
-    if (m != "GET") co_return error_reply(405, "methodNotAllowed", "use GET");
-    co_return co_await metrics();
-  }
-  if (s.size() < 2 || s[0] != "v1") co_return error_reply(404, "notFound", "no such endpoint: " + req.target);
-
-  // Route table: which role and which handler. Ids in paths are checked before anything is looked up.
-  enum class Need { agent, admin };
-  std::optional<Need> need;
-  std::string allowed;  // methods of the matched path, for 405
-  auto match = [&](std::string_view method, Need n) {
-    allowed += allowed.empty() ? std::string(method) : ", " + std::string(method);
-    if (m == method) need = n;
-  };
-  bool workers = s[1] == "workers", jobs = s[1] == "jobs";
-  if (workers && s.size() == 2) {
-    match("GET", Need::admin);
-    match("POST", Need::agent);
-  } else if (workers && s.size() == 4 && (s[3] == "poll" || s[3] == "exit")) {
-    match("POST", Need::agent);
-  } else if (workers && s.size() == 4 && (s[3] == "kill" || s[3] == "drain")) {
-    match("POST", Need::admin);
-  } else if (jobs && s.size() == 2) {
-    match("GET", Need::admin);
-    match("POST", Need::admin);
-  } else if (jobs && s.size() == 3) {
-    match("GET", Need::admin);
-  } else if (jobs && s.size() == 4 && s[3] == "events") {
-    match("POST", Need::agent);
-  } else if (jobs && s.size() == 4 && s[3] == "cancel") {
-    match("POST", Need::admin);
-  } else if (jobs && s.size() == 5 && s[3] == "logs") {
-    match("GET", Need::admin);
-    match("PUT", Need::agent);
-  } else {
+  auto m = protocol::match_route(req.method, t->segments);
+  if (m.outcome == RouteMatch::Outcome::not_found)
     co_return error_reply(404, "notFound", "no such endpoint: " + req.target);
+  std::optional<Role> role;
+  if (m.needs_token) {
+    role = co_await authenticate(req.authorization);
+    if (!role) co_return error_reply(401, "unauthorized", "missing or unknown bearer token");
   }
-  auto role = co_await authenticate(req.authorization);
-  if (!role) co_return error_reply(401, "unauthorized", "missing or unknown bearer token");
-  if (!need) co_return error_reply(405, "methodNotAllowed", "use " + allowed);
-  if ((*need == Need::admin) != (*role == Role::admin))
+  if (m.outcome == RouteMatch::Outcome::method_not_allowed)
+    co_return error_reply(405, "methodNotAllowed", "use " + m.allowed);
+  const Caller caller = m.route->caller;
+  if (caller != Caller::anyone && (caller == Caller::admin) != (*role == Role::admin))
     co_return error_reply(403, "forbidden", std::string("this endpoint needs a token with role ") +
-                                                (*need == Need::admin ? "admin" : "agent"));
-  if (s.size() >= 3 && !protocol::is_valid_id(s[2]))
-    co_return error_reply(workers ? 404 : 404, workers ? "unknownWorker" : "unknownJob", "malformed id '" + s[2].substr(0, 128) + "'");
+                                                (caller == Caller::admin ? "admin" : "agent"));
+  if (auto bad = check_path_params(m.params)) co_return *bad;
+  co_return co_await call(m.route->endpoint, m.params, req);
+}
 
-  if (workers) {
-    if (s.size() == 2 && m == "GET") co_return co_await list_workers();
-    if (s.size() == 2) co_return co_await register_worker(req);
-    if (s[3] == "poll") co_return co_await poll(s[2], req);
-    if (s[3] == "exit") co_return co_await worker_exit(s[2], req);
-    co_return co_await directive(s[2], s[3] == "kill" ? Directive::kill : Directive::drain);
+std::optional<HttpReply> Service::check_path_params(const protocol::PathParams& p) {
+  if (!p.worker.empty() && !protocol::is_valid_id(p.worker))
+    return error_reply(404, "unknownWorker", "malformed id '" + p.worker.substr(0, 128) + "'");
+  if (!p.job.empty() && !protocol::is_valid_id(p.job))
+    return error_reply(404, "unknownJob", "malformed id '" + p.job.substr(0, 128) + "'");
+  if (!p.stream.empty() && !protocol::parse_log_stream(p.stream))
+    return error_reply(400, "badRequest", "unknown log stream '" + p.stream.substr(0, 128) + "' (stdout or stderr)");
+  return std::nullopt;
+}
+
+asio::awaitable<HttpReply> Service::call(protocol::Endpoint e, const protocol::PathParams& p, HttpRequest& req) {
+  using protocol::Endpoint;
+  switch (e) {
+    case Endpoint::healthz: co_return HttpReply{200, "application/json", R"({"status":"ok"})", {}};
+    case Endpoint::metrics: co_return co_await metrics();
+    case Endpoint::list_workers: co_return co_await list_workers();
+    case Endpoint::register_worker: co_return co_await register_worker(req);
+    case Endpoint::poll: co_return co_await poll(p.worker, req);
+    case Endpoint::worker_exit: co_return co_await worker_exit(p.worker, req);
+    case Endpoint::kill_worker: co_return co_await directive(p.worker, Directive::kill);
+    case Endpoint::drain_worker: co_return co_await directive(p.worker, Directive::drain);
+    case Endpoint::list_jobs: co_return co_await list_jobs(req);
+    case Endpoint::submit_job: co_return co_await submit(req);
+    case Endpoint::get_job: co_return co_await get_job(p.job, req);
+    case Endpoint::job_events: co_return co_await event(p.job, req);
+    case Endpoint::cancel_job: co_return co_await cancel_job(p.job);
+    case Endpoint::get_log: co_return co_await get_log(p.job, p.stream, req);
+    case Endpoint::put_log: co_return co_await put_log(p.job, p.stream, req);
   }
-  if (s.size() == 2 && m == "GET") co_return co_await list_jobs(req);
-  if (s.size() == 2) co_return co_await submit(req);
-  if (s.size() == 3) co_return co_await get_job(s[2], req);
-  if (s[3] == "events") co_return co_await event(s[2], req);
-  if (s[3] == "cancel") co_return co_await cancel_job(s[2]);
-  if (!is_stream(s[4])) co_return error_reply(400, "badRequest", "unknown log stream '" + s[4] + "' (stdout or stderr)");
-  if (m == "PUT") co_return co_await put_log(s[2], s[4], req);
-  co_return co_await get_log(s[2], s[4], req);
+  co_return error_reply(404, "notFound", "no such endpoint: " + req.target);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -77,8 +77,11 @@ class Service {
   const ServiceConfig& config() const { return config_; }
 
  private:
-  struct Route;
+  // Routes by protocol::match_route: 404 for an unknown path, then the token (401), the method (405), the
+  // token's role (403), the path's ids and stream (404/400), then the endpoint's handler.
   boost::asio::awaitable<HttpReply> dispatch(HttpRequest& req);
+  static std::optional<HttpReply> check_path_params(const protocol::PathParams& p);
+  boost::asio::awaitable<HttpReply> call(protocol::Endpoint e, const protocol::PathParams& p, HttpRequest& req);
   boost::asio::awaitable<std::optional<Role>> authenticate(const std::string& authorization);
 
   boost::asio::awaitable<HttpReply> register_worker(const HttpRequest& req);

@@ -28,4 +28,8 @@ elseif(NYMPH_STATIC_STAGE STREQUAL "link")
   endif()
   target_link_options(nymph PRIVATE -static -s)
   target_link_options(nymph-control PRIVATE -static -s)
+  # glibc's "Using 'getaddrinfo' in statically linked applications..." notes describe a trade-off made on
+  # purpose (docs/install.md); this launcher drops exactly those lines and keeps every other linker message.
+  set_target_properties(nymph nymph-control PROPERTIES
+    CXX_LINKER_LAUNCHER ${PROJECT_SOURCE_DIR}/packaging/cmake/static-link-filter.sh)
 endif()

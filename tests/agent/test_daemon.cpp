@@ -15,7 +15,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include "agent/daemon.hpp"
-#include "agent/notifier.hpp"
+#include "common/notifier.hpp"
 #include "agent/status_file.hpp"
 #include "common/logging.hpp"
 #include "tests/support/run_coro.hpp"

@@ -127,19 +127,6 @@ TEST(Protocol, ErrorDocument) {
   EXPECT_FALSE(p::parse_error_document("not json"));
 }
 
-TEST(Protocol, TimesRoundTrip) {
-  auto t = std::chrono::system_clock::time_point(std::chrono::milliseconds(1'764'448'235'123));
-  std::string s = p::format_time(t);
-  EXPECT_EQ(s, "2025-11-29T20:30:35.123Z");
-  auto back = p::parse_time(s);
-  ASSERT_TRUE(back);
-  EXPECT_EQ(*back, t);
-  EXPECT_TRUE(p::parse_time("2025-11-29T20:30:35Z"));
-  EXPECT_TRUE(p::parse_time("2025-11-29T20:30:35.5+00:00"));
-  EXPECT_FALSE(p::parse_time("2025-11-29 20:30:35"));
-  EXPECT_FALSE(p::parse_time("2025-13-29T20:30:35Z"));
-}
-
 TEST(Protocol, IdsAndUlids) {
   std::string u = p::new_ulid();
   EXPECT_EQ(u.size(), 26u);
@@ -149,4 +136,67 @@ TEST(Protocol, IdsAndUlids) {
   EXPECT_FALSE(p::is_valid_id("a/b"));
   EXPECT_FALSE(p::is_valid_id(std::string(129, 'a')));
   EXPECT_EQ(p::log_put_target("job_1", "stdout", 5, "lse_1"), "/v1/jobs/job_1/logs/stdout?offset=5&lease=lse_1");
+}
+
+namespace {
+
+// Decodes `text` as T and encodes it again: a canonical document (keys in table order, optionals present)
+// comes back byte for byte, which checks each struct's one field table in both directions.
+template <class T>
+std::string reencode(std::string_view text) {
+  auto x = p::parse_as<T>(text);
+  EXPECT_TRUE(x) << x.error().message;
+  return x ? p::to_json_text(*x) : std::string();
+}
+
+}  // namespace
+
+TEST(Protocol, CanonicalDocumentsSurviveDecodeThenEncode) {
+  const std::string assignment =
+      R"({"jobId":"job_1","attempt":2,"leaseId":"lse_1","runner":"slurm","kind":"training",)"
+      R"("spec":{"env":{"A":"1"},"timeoutS":1.5,"runConfig":{"slurm":{"qos":"q"}},)"
+      R"("payload":{"profile":"smoke","parameters":{"m":"x"}}}})";
+  EXPECT_EQ(reencode<p::JobAssignment>(assignment), assignment);
+  const std::string event =
+      R"({"leaseId":"l","seq":3,"state":"failed","exitCode":3,"signal":9,"message":"m","slurmJobId":"7",)"
+      R"("result":{"k":[1,2]},"at":"2026-01-01T00:00:00.000Z"})";
+  EXPECT_EQ(reencode<p::EventRequest>(event), event);
+  const std::string attempt =
+      R"({"attempt":1,"leaseId":"l","workerId":"w","state":"lost","exitCode":1,"signal":2,"message":"m",)"
+      R"("slurmJobId":"9","assignedAt":"a","finishedAt":"f"})";
+  EXPECT_EQ(reencode<p::AttemptInfo>(attempt), attempt);
+  const std::string job =
+      R"({"id":"j","state":"succeeded","runner":"process","kind":"command","spec":{"argv":["x"],"env":{},)"
+      R"("runConfig":{}},"requiredTags":{"t":"v"},"maxAttempts":2,"attempt":1,"workerId":"w",)"
+      R"("cancelRequested":false,"exitCode":0,"message":"ok","result":null,"createdAt":"c","updatedAt":"u",)"
+      R"("finishedAt":"f","attempts":[)" + attempt + "]}";
+  // result:null decodes as "no result" and is then omitted.
+  std::string job_out = job;
+  job_out.replace(job_out.find(R"("result":null,)"), 14, "");
+  EXPECT_EQ(reencode<p::JobInfo>(job), job_out);
+  const std::string worker =
+      R"({"id":"w","launchId":"L","label":"l","hostname":"h","pid":1,"version":"v","protocol":1,)"
+      R"("backend":"slurm","runners":["slurm"],"tags":{},"capacity":{"slurm":2},"profiles":[],)"
+      R"("slurm":{"jobId":"5","partition":"p","endTime":"e"},"status":"gone","exitReason":"walltime",)"
+      R"("exitMessage":"","directive":null,"registeredAt":"r","lastSeen":"s","runningJobs":[]})";
+  EXPECT_EQ(reencode<p::WorkerInfo>(worker), worker);
+  const std::string registered =
+      R"({"workerId":"w","pollTimeoutS":30,"leaseTtlS":90,"staleAfterS":60,"protocol":1,)"
+      R"("cancel":[{"jobId":"j","leaseId":"l","reason":"user"}]})";
+  EXPECT_EQ(reencode<p::RegisterResponse>(registered), registered);
+}
+
+TEST(Protocol, EmptyAttemptsAndEventsAreOmittedAndEnumErrorsListEveryName) {
+  p::JobInfo j;
+  j.id = "j";
+  std::string text = p::to_json_text(j);
+  EXPECT_EQ(text.find("attempts"), std::string::npos) << text;
+  EXPECT_EQ(text.find("events"), std::string::npos) << text;
+  auto bad = p::parse_as<p::ExitRequest>(R"({"exitReason":"bored"})");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message,
+            "field 'exitReason': unknown value 'bored' (expected sigterm, sigint, killed, walltime, idle or error)");
+  auto missing = p::parse_as<p::JobAssignment>(R"({"jobId":"j","attempt":1,"leaseId":"l","runner":"r","kind":"k"})");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().message, "field 'spec': is required");
 }

@@ -10,7 +10,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-namespace nymph::agent {
+namespace nymph {
 
 // Waiters suspend in wait(); notify() wakes every current waiter. A waiter re-checks its condition after
 // waking. Because everything runs on one thread, checking a condition and then calling wait() without an
@@ -40,4 +40,4 @@ class Notifier {
   boost::asio::steady_timer timer_;
 };
 
-}  // namespace nymph::agent
+}  // namespace nymph

@@ -1,0 +1,34 @@
+#pragma once
+// Files the way nymph needs them: small files read without ever blocking on a FIFO or growing without bound,
+// secrets only from private files, and writes that are either complete on disk or absent.
+#include <sys/types.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "common/error.hpp"
+
+namespace nymph {
+
+// Reads a regular file of at most `max_bytes`. A FIFO, device or directory is refused at once (the file is
+// opened non-blocking and checked with fstat), and so is a larger file. `what` names the file in errors
+// ("token file /x: ...").
+Result<std::string> read_small_file(const std::filesystem::path& path, std::string_view what,
+                                    std::size_t max_bytes = 64 * 1024);
+
+// read_small_file for a secret: also refuses a symlink, a file owned by another user and a file that group or
+// others may access, saying how to fix it (chmod 600 ...).
+Result<std::string> read_private_file(const std::filesystem::path& path, std::string_view what,
+                                      std::size_t max_bytes = 64 * 1024);
+
+// Replaces `path` with `content`: written to a temporary file beside it with `mode` (whatever the umask),
+// fsync'ed, renamed over `path`, and the directory fsync'ed. On failure `path` is unchanged and the temporary
+// file is removed.
+Result<void> write_file_atomically(const std::filesystem::path& path, std::string_view content, mode_t mode);
+
+// fsyncs directory `dir`, so entries created or renamed in it survive a crash.
+Result<void> sync_directory(const std::filesystem::path& dir);
+
+}  // namespace nymph

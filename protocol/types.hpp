@@ -1,0 +1,307 @@
+#pragma once
+// Wire types of the control-plane protocol /v1: the enumerations and the message structs, as plain values.
+// docs/protocol.md is the normative description; protocol/json.hpp converts these to and from JSON and
+// protocol/routes.hpp names the URL space they travel on.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+
+namespace nymph::protocol {
+
+// The protocol version this code speaks (sent as `protocol` at registration; the path prefix is /v1).
+inline constexpr int kVersion = 1;
+
+// Limits a /v1 server states and enforces (docs/protocol.md, "Limits"). A request beyond one of them gets
+// 413 (body) or 400 (the rest) with a message naming the limit.
+struct Limits {
+  std::size_t max_json_body = 4 * 1024 * 1024;  // bytes of one JSON request body
+  std::size_t max_log_chunk = 8 * 1024 * 1024;  // bytes of one log PUT body
+  std::size_t max_header_bytes = 16 * 1024;     // request line + headers
+  int max_depth = 32;                           // JSON nesting
+  std::size_t max_string = 2 * 1024 * 1024;     // bytes of any JSON string (job parameters may be large)
+  std::size_t max_array = 10'000;               // elements of any JSON array, members of any JSON object
+  std::size_t max_name = 256;                   // ids, labels, runner/profile names, tag keys and values
+};
+inline constexpr Limits kLimits{};
+
+// ---------------------------------------------------------------------------------------------------------
+// Enumerations (wire names in comments). to_string gives the wire name; parse_* returns nullopt if unknown.
+
+// State reported in an event for one attempt.
+enum class EventState { pending, running, succeeded, failed, cancelled, lost };
+// Job state as the control plane shows it. queued -> running -> (cancelling ->) final.
+enum class JobState { queued, running, cancelling, succeeded, failed, cancelled, lost };
+// Attempt state: assigned (leased, no event yet), then what the worker reported, or lost on lease expiry.
+enum class AttemptState { assigned, pending, running, succeeded, failed, cancelled, lost };
+// Why a poll reply asks the worker to stop an attempt: "user", "leaseLost".
+enum class CancelReason { user, lease_lost };
+// Directive in a poll reply: "kill" (stop now, exitReason killed) or "drain" (no new jobs, exit when idle).
+enum class Directive { kill, drain };
+// Why a worker exited: "sigterm", "sigint", "killed", "walltime", "idle", "error".
+enum class ExitReason { sigterm, sigint, killed, walltime, idle, error };
+// Worker status: "active", "stale" (no contact for staleAfterS), "gone" (sent /exit).
+enum class WorkerStatus { active, stale, gone };
+// A job's log stream: "stdout", "stderr" (the {stream} of /v1/jobs/{id}/logs/{stream}).
+enum class LogStream { out, err };
+
+std::string_view to_string(EventState s);
+std::string_view to_string(JobState s);
+std::string_view to_string(AttemptState s);
+std::string_view to_string(CancelReason r);
+std::string_view to_string(Directive d);
+std::string_view to_string(ExitReason r);
+std::string_view to_string(WorkerStatus s);
+std::string_view to_string(LogStream s);
+std::optional<EventState> parse_event_state(std::string_view s);
+std::optional<JobState> parse_job_state(std::string_view s);
+std::optional<AttemptState> parse_attempt_state(std::string_view s);
+std::optional<CancelReason> parse_cancel_reason(std::string_view s);
+std::optional<Directive> parse_directive(std::string_view s);
+std::optional<ExitReason> parse_exit_reason(std::string_view s);
+std::optional<WorkerStatus> parse_worker_status(std::string_view s);
+std::optional<LogStream> parse_log_stream(std::string_view s);
+
+// True for succeeded, failed, cancelled, lost.
+bool is_final(JobState s);
+bool is_final(EventState s);
+bool is_final(AttemptState s);
+
+// ---------------------------------------------------------------------------------------------------------
+// Shared pieces
+
+// Body of every 4xx/5xx reply: {"error":{"code":"...","message":"...", "expectedOffset": N}}.
+// `expected_offset` is set only for code "logGap".
+struct ErrorBody {
+  std::string code;
+  std::string message;
+  std::optional<std::uint64_t> expected_offset;
+};
+
+// One attempt a worker holds: the job and the lease of the attempt.
+struct AttemptRef {
+  std::string job_id;
+  std::string lease_id;
+};
+
+// The Slurm allocation a worker itself runs in (registration, only when backend == "slurm").
+struct SlurmAllocation {
+  std::string job_id;
+  std::string partition;
+  std::optional<std::string> end_time;  // RFC 3339 UTC; absent for an unlimited job
+};
+
+// kind=training: the approved profile to run and its parameters (a JSON object, passed as data).
+struct Payload {
+  std::string profile;
+  boost::json::object parameters;
+};
+
+// What to run, as submitted and as handed to the worker. kind=command: exactly one of argv (non-empty) or
+// command. kind=training: payload, neither argv nor command.
+struct JobSpec {
+  std::optional<std::vector<std::string>> argv;
+  std::optional<std::string> command;        // run by /bin/sh -c when the worker allows commands
+  std::map<std::string, std::string> env;    // names match [A-Za-z_][A-Za-z0-9_]*
+  std::optional<double> timeout_s;           // > 0
+  boost::json::object run_config;            // runConfig, e.g. {"slurm":{"partition":"debug"}}
+  std::optional<Payload> payload;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Worker endpoints (role agent)
+
+// POST /v1/workers
+struct RegisterRequest {
+  std::string launch_id;                           // stable across restarts of one launch (a ULID)
+  std::string label;
+  std::string hostname;
+  std::int64_t pid = 0;
+  std::string version;                             // agent version
+  int protocol = kVersion;
+  std::string backend = "local";                   // "local" | "slurm"
+  std::vector<std::string> runners;                // e.g. ["process","slurm"]
+  std::map<std::string, std::string> tags;         // e.g. {"host":"slurm"}
+  std::map<std::string, int> capacity;             // runner -> concurrent attempts
+  std::vector<std::string> profiles;               // training profile names
+  std::optional<SlurmAllocation> slurm;            // only when backend == "slurm"
+  std::vector<AttemptRef> running;                 // attempts still held (after an agent restart)
+};
+
+// A stop order for one attempt, in poll and register replies.
+struct CancelOrder {
+  std::string job_id;
+  std::string lease_id;
+  CancelReason reason = CancelReason::user;
+};
+
+// 201 reply to POST /v1/workers (200 when re-registering an existing launchId).
+struct RegisterResponse {
+  std::string worker_id;
+  double poll_timeout_s = 30;
+  double lease_ttl_s = 90;
+  double stale_after_s = 60;
+  int protocol = kVersion;
+  std::vector<CancelOrder> cancel;  // attempts from `running` that the worker must stop
+};
+
+// POST /v1/workers/{id}/poll
+struct PollRequest {
+  std::map<std::string, int> free;   // runner -> free slots now
+  std::vector<AttemptRef> running;   // every attempt held whose final event is not acknowledged yet
+  bool draining = false;             // true: send no new jobs
+};
+
+// One attempt to start.
+struct JobAssignment {
+  std::string job_id;
+  int attempt = 1;
+  std::string lease_id;
+  std::string runner;
+  std::string kind = "command";      // "command" | "training"
+  JobSpec spec;
+};
+
+// 200 reply to a poll: empty lists and a null directive when the poll timed out.
+struct PollResponse {
+  std::vector<JobAssignment> jobs;
+  std::vector<CancelOrder> cancel;
+  std::optional<Directive> directive;
+};
+
+// POST /v1/jobs/{id}/events
+struct EventRequest {
+  std::string lease_id;
+  std::int64_t seq = 0;                      // >= 1, increasing per lease
+  EventState state = EventState::running;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string message;
+  std::optional<std::string> slurm_job_id;
+  std::optional<boost::json::value> result;  // training: the checked result.json (succeeded only)
+  std::optional<std::string> at;             // RFC 3339 UTC, the worker's clock
+};
+
+// 200 reply to an event.
+struct EventResponse {
+  bool duplicate = false;                    // (job, lease, seq) had already been recorded
+  JobState job_state = JobState::running;    // the job's state after the event
+};
+
+// 200 reply to PUT /v1/jobs/{id}/logs/{stream}.
+struct LogAppendResponse {
+  std::uint64_t next_offset = 0;             // bytes stored for that stream of that attempt
+};
+
+// POST /v1/workers/{id}/exit
+struct ExitRequest {
+  ExitReason exit_reason = ExitReason::error;
+  std::string message;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// User / admin endpoints (role admin)
+
+// POST /v1/jobs. On the wire the JobSpec members are flattened into the submission object.
+struct JobSubmission {
+  std::string runner = "process";
+  std::string kind = "command";
+  JobSpec spec;
+  std::map<std::string, std::string> required_tags;
+  int max_attempts = 2;                      // 1..10
+};
+
+// One event as recorded (GET /v1/jobs/{id}).
+struct EventInfo {
+  int attempt = 0;
+  std::string lease_id;
+  std::int64_t seq = 0;
+  EventState state = EventState::running;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string message;
+  std::optional<std::string> slurm_job_id;
+  std::optional<boost::json::value> result;
+  std::optional<std::string> at;
+  std::string received_at;
+};
+
+// One attempt of a job.
+struct AttemptInfo {
+  int attempt = 0;
+  std::string lease_id;
+  std::string worker_id;
+  AttemptState state = AttemptState::assigned;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string message;
+  std::optional<std::string> slurm_job_id;
+  std::string assigned_at;
+  std::optional<std::string> finished_at;
+};
+
+// A job. `attempts` and `events` are filled by GET /v1/jobs/{id} only.
+struct JobInfo {
+  std::string id;
+  JobState state = JobState::queued;
+  std::string runner;
+  std::string kind;
+  JobSpec spec;
+  std::map<std::string, std::string> required_tags;
+  int max_attempts = 2;
+  int attempt = 0;                           // number of the current (latest) attempt, 0 before dispatch
+  std::optional<std::string> worker_id;      // worker of the current attempt
+  bool cancel_requested = false;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string message;
+  std::optional<boost::json::value> result;
+  std::string created_at;
+  std::string updated_at;
+  std::optional<std::string> finished_at;
+  std::vector<AttemptInfo> attempts;
+  std::vector<EventInfo> events;
+};
+
+// GET /v1/jobs
+struct JobList {
+  std::vector<JobInfo> jobs;
+};
+
+// One worker (GET /v1/workers).
+struct WorkerInfo {
+  std::string id;
+  std::string launch_id;
+  std::string label;
+  std::string hostname;
+  std::int64_t pid = 0;
+  std::string version;
+  int protocol = kVersion;
+  std::string backend;
+  std::vector<std::string> runners;
+  std::map<std::string, std::string> tags;
+  std::map<std::string, int> capacity;
+  std::vector<std::string> profiles;
+  std::optional<SlurmAllocation> slurm;
+  WorkerStatus status = WorkerStatus::active;
+  std::optional<ExitReason> exit_reason;     // null unless the worker reported /exit
+  std::string exit_message;
+  std::optional<Directive> directive;        // pending kill/drain
+  std::string registered_at;
+  std::string last_seen;
+  std::vector<std::string> running_jobs;     // jobs whose current attempt is on this worker and not final
+};
+
+// GET /v1/workers
+struct WorkerList {
+  std::vector<WorkerInfo> workers;
+};
+
+}  // namespace nymph::protocol
