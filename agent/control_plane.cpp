@@ -10,23 +10,24 @@ void throw_exception_from_error(const CallError& e, const boost::source_location
   throw std::runtime_error(e.message);
 }
 
-namespace {
-
-CallError classify(const http::Response& r, std::string_view what) {
-  auto body = protocol::parse_error_document(r.body);
-  std::string detail = body ? body->message : std::string(r.body.substr(0, 200));
-  std::string message = std::string(what) + ": HTTP " + std::to_string(r.status) + (detail.empty() ? "" : ": " + detail);
+CallError classify(unsigned status, std::string_view reply, std::string_view what) {
+  auto body = protocol::parse_error_document(reply);
+  std::string detail = body ? body->message : std::string(reply.substr(0, 200));
+  std::string message = std::string(what) + ": HTTP " + std::to_string(status) + (detail.empty() ? "" : ": " + detail);
   CallError e{.message = message};
-  if (r.status == 401 || r.status == 403) e.kind = CallFailure::unauthorized;
-  else if (r.status == 404 && body && body->code == "unknownWorker") e.kind = CallFailure::worker_unknown;
-  else if (r.status == 409 && body && body->code == "logGap" && body->expected_offset) {
+  if (status == 401 || status == 403) e.kind = CallFailure::unauthorized;
+  else if (status == 404 && body && body->code == "unknownWorker") e.kind = CallFailure::worker_unknown;
+  else if (status == 409 && body && body->code == "logGap" && body->expected_offset) {
     e.kind = CallFailure::log_gap;
     e.expected_offset = body->expected_offset;
-  } else if (r.status == 409 && body && body->code == "leaseLost") e.kind = CallFailure::fenced;
-  else if (r.status == 429 || r.status >= 500) e.kind = CallFailure::transient;
+  } else if (status == 409 && body && body->code == "leaseLost") e.kind = CallFailure::fenced;
+  else if (status == 500) e.kind = CallFailure::rejected;  // a bug: retrying the same request repeats it
+  else if (status == 429 || status >= 500) e.kind = CallFailure::transient;
   else e.kind = CallFailure::rejected;
   return e;
 }
+
+namespace {
 
 class HttpControlPlane final : public ControlPlane {
  public:
@@ -57,7 +58,7 @@ class HttpControlPlane final : public ControlPlane {
     auto r = co_await send(http::Method::put, protocol::log_put_target(job_id, stream, offset, lease_id),
                            std::move(bytes), config_.request_timeout, "application/octet-stream");
     if (!r) co_return CallError{CallFailure::transient, "log upload: " + r.error().message};
-    if (!r->ok()) co_return classify(*r, "log upload");
+    if (!r->ok()) co_return classify(r->status, r->body, "log upload");
     auto body = protocol::parse_as<protocol::LogAppendResponse>(r->body);
     if (!body) co_return CallError{CallFailure::rejected, "log upload: bad reply: " + body.error().message};
     co_return body->next_offset;
@@ -67,7 +68,7 @@ class HttpControlPlane final : public ControlPlane {
     auto r = co_await send(http::Method::post, protocol::exit_path(worker_id), protocol::to_json_text(x),
                            config_.request_timeout, "application/json");
     if (!r) co_return CallError{CallFailure::transient, "exit report: " + r.error().message};
-    if (!r->ok()) co_return classify(*r, "exit report");
+    if (!r->ok()) co_return classify(r->status, r->body, "exit report");
     co_return CallResult<void>{};
   }
 
@@ -88,7 +89,7 @@ class HttpControlPlane final : public ControlPlane {
                                       std::chrono::milliseconds timeout, std::string_view what) {
     auto r = co_await send(m, std::move(target), std::move(body), timeout, "application/json");
     if (!r) co_return CallError{CallFailure::transient, std::string(what) + ": " + r.error().message};
-    if (!r->ok()) co_return classify(*r, what);
+    if (!r->ok()) co_return classify(r->status, r->body, what);
     auto parsed = protocol::parse_as<T>(r->body);
     if (!parsed) co_return CallError{CallFailure::rejected, std::string(what) + ": bad reply: " + parsed.error().message};
     co_return std::move(*parsed);

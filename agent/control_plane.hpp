@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -18,12 +19,12 @@ namespace nymph::agent {
 
 // How a call failed, which decides what the daemon does next.
 enum class CallFailure {
-  transient,      // connection error, timeout, 5xx, 429: back off and retry, keep everything queued
+  transient,      // connection error, timeout, 429, 5xx but 500 (503: outage): back off and retry, keep queued
   unauthorized,   // 401/403: exit with exitReason error
   worker_unknown, // 404 for the worker: re-register with the same launchId
   fenced,         // 409 on an event/log: the lease is no longer current, stop that attempt
   log_gap,        // 409 on a log upload: the server expects `expected_offset`
-  rejected,       // another 4xx: the request itself is wrong (a bug or a limit); not retried as is
+  rejected,       // another 4xx, or 500 (a server bug): the request itself is refused; not retried as is
 };
 
 struct CallError {
@@ -33,6 +34,10 @@ struct CallError {
 };
 
 [[noreturn]] void throw_exception_from_error(const CallError& e, const boost::source_location&);
+
+// Classifies a non-2xx reply to the call `what` ("poll", "event", ...): the kind from the status and the
+// error body's code (docs/protocol.md section 3), and a message naming the call, status and server message.
+CallError classify(unsigned status, std::string_view body, std::string_view what);
 
 template <class T>
 using CallResult = boost::system::result<T, CallError>;

@@ -37,8 +37,9 @@ class DbWorker {
   DbWorker& operator=(const DbWorker&) = delete;
 
   // Runs `f(Store&)` on the DB thread and resumes the caller on its executor once the batch is committed.
-  // Returns what f returned; rethrows what f threw, or std::runtime_error when the commit failed (nothing of
-  // the operation was applied then). Not cancellable: the operation always runs to completion.
+  // Returns what f returned; rethrows what f threw (f's changes are rolled back then), or StorageError when
+  // the batch could not begin or commit (nothing of the operation was applied). Not cancellable: the
+  // operation always runs to completion.
   //
   // GCC 12 destroys a lambda *temporary* in a co_await expression twice: name the lambda first,
   //   auto op = [id](Store& s) { return s.get_job(id); };
@@ -56,7 +57,8 @@ class DbWorker {
     co_return std::move(*value);
   }
 
-  // Runs `f(Store&)` synchronously on the DB thread, blocking the caller (start-up and tests only).
+  // Runs `f(Store&)` synchronously on the DB thread, blocking the caller (start-up and tests only). Returns
+  // and throws as run().
   template <class F>
   auto run_blocking(F f) {
     std::promise<std::invoke_result_t<F, Store&>> p;

@@ -5,7 +5,7 @@
 
 #include "common/duration.hpp"
 #include "common/logging.hpp"
-#include "control/admin.hpp"
+#include "control/admin/commands.hpp"
 #include "control/server.hpp"
 #include "nymph/version.hpp"
 
@@ -24,7 +24,7 @@ struct DurationValidator : CLI::Validator {
 
 std::chrono::milliseconds duration_or_throw(const std::string& s) { return nymph::parse_duration(s).value(); }
 
-void add_admin_options(CLI::App* cmd, nymph::control::AdminOptions& o) {
+void add_admin_options(CLI::App* cmd, nymph::control::admin::AdminOptions& o) {
   cmd->add_option("--server", o.server, "Control plane URL (env NYMPH_CONTROL_URL; default http://127.0.0.1:8470)");
   cmd->add_option("--token-file", o.token_file, "File holding an admin token (env NYMPH_CONTROL_TOKEN_FILE)");
   cmd->add_option("--ca-file", o.ca_file, "Extra CA bundle for https (env NYMPH_CONTROL_CA_FILE)");
@@ -36,6 +36,7 @@ void add_admin_options(CLI::App* cmd, nymph::control::AdminOptions& o) {
 
 int main(int argc, char** argv) {
   using namespace nymph::control;
+  using namespace nymph::control::admin;
   CLI::App app{"nymph-control - reference control plane for nymph agents", "nymph-control"};
   app.set_version_flag("--version", std::string("nymph-control ") + nymph::kVersion);
   app.require_subcommand(1);

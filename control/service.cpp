@@ -9,6 +9,7 @@
 #include <boost/url/parse.hpp>
 
 #include "common/duration.hpp"
+#include "control/storage_error.hpp"
 #include "control/validate.hpp"
 
 namespace nymph::control {
@@ -68,6 +69,24 @@ std::optional<Target> parse_target(std::string_view target) {
   for (auto seg : u->segments()) t.segments.push_back(std::string(seg));
   for (auto p : u->params()) t.params[std::string(p.key)] = std::string(p.value);
   return t;
+}
+
+// The reply for `req` while the exception its handling threw is being handled: 503 `unavailable` for a
+// storage outage (StorageError), which clients retry; 500 `internal` for anything else, a bug, which they
+// must not retry as an outage. Both are logged with the request and the exception text, which the client
+// does not get.
+HttpReply reply_for_exception(spdlog::logger& log, const HttpRequest& req) {
+  try {
+    throw;
+  } catch (const StorageError& e) {
+    log.error("{} {}: storage unavailable: {}", req.method, req.target, e.what());
+    return error_reply(503, "unavailable", "storage unavailable; retry later");
+  } catch (const std::exception& e) {
+    log.error("{} {}: internal error: {}", req.method, req.target, e.what());
+  } catch (...) {
+    log.error("{} {}: internal error: an exception that is not a std::exception", req.method, req.target);
+  }
+  return error_reply(500, "internal", "internal error (the control plane's log has the details)");
 }
 
 }  // namespace
@@ -173,12 +192,10 @@ asio::awaitable<HttpReply> Service::handle(HttpRequest req) {
   try {
     co_return co_await dispatch(req);
   } catch (const boost::system::system_error& e) {
-    if (e.code() == asio::error::operation_aborted) throw;
-    log_->error("{} {}: {}", req.method, req.target, e.what());
-    co_return error_reply(503, "unavailable", std::string("storage error: ") + e.what());
-  } catch (const std::exception& e) {
-    log_->error("{} {}: {}", req.method, req.target, e.what());
-    co_return error_reply(503, "unavailable", e.what());
+    if (e.code() == asio::error::operation_aborted) throw;  // cancelled: the client went away
+    co_return reply_for_exception(*log_, req);
+  } catch (...) {
+    co_return reply_for_exception(*log_, req);
   }
 }
 

@@ -59,8 +59,11 @@ class Service {
   // The lease-expiry and stale-detection loop. Runs until stop(); spawn it once.
   boost::asio::awaitable<void> run_clocks();
 
-  // Handles one request. Never throws for request problems (4xx), storage failures (503) or bugs (500);
-  // only cancellation (the client went away) propagates.
+  // Handles one request and returns the reply. Request problems are 4xx replies; a storage outage (a
+  // StorageError, control/storage_error.hpp) is 503 `unavailable`, which clients retry; any other exception
+  // is a bug: 500 `internal`, which clients must not retry as an outage. Both are logged at error level with
+  // the method, target and exception text (the reply carries no exception text). Only cancellation (the
+  // client went away) propagates.
   boost::asio::awaitable<HttpReply> handle(HttpRequest req);
 
   // True when `req` may be held open (a poll): the HTTP layer watches the connection meanwhile and cancels

@@ -1,35 +1,29 @@
 #pragma once
-// The control plane's durable state in one SQLite file (WAL). Synchronous: used only on the DB thread
-// (control/db_worker.hpp), which wraps each operation in a savepoint of a batched transaction. Operations
-// return ApiResult for protocol errors (404, 409, ...) and throw std::runtime_error on storage failures.
+// The control plane's domain store: the rules of workers, jobs, attempts, events and logs over one SQLite
+// file (control/sql.hpp, tables in control/schema.cpp) and the job-log files beside it
+// (control/log_files.hpp). Synchronous: used only on the DB thread (control/db_worker.hpp), which wraps each
+// operation in a savepoint of a batched transaction. Operations return ApiResult for protocol errors (404,
+// 409, ...); they throw StorageError when the storage fails (an outage) and std::runtime_error or
+// std::logic_error for anything else (a corrupt row, a bug).
 #include <chrono>
 #include <cstdint>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "protocol/protocol.hpp"
 #include "control/api_error.hpp"
+#include "control/log_files.hpp"
 #include "control/policy.hpp"
-
-struct sqlite3;
-struct sqlite3_stmt;
+#include "control/sql.hpp"
+#include "control/tokens.hpp"
 
 namespace nymph::control {
 
 using WallTime = std::chrono::system_clock::time_point;
-
-enum class Role { agent, admin };
-std::string_view to_string(Role r);
-std::optional<Role> parse_role(std::string_view s);
-
-// Schema version this code creates and understands (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 1;
 
 struct RegisterOutcome {
   protocol::RegisterResponse reply;          // worker_id and cancel filled; durations by the caller
@@ -88,74 +82,96 @@ struct Counts {
   std::map<std::string, long long> jobs_by_state;
 };
 
+namespace rows {
+struct AttemptRow;
+}
+
 class Store {
  public:
-  // Opens (creating if needed) the database at `path`, sets WAL + synchronous=FULL + busy_timeout, and
-  // migrates the schema to kSchemaVersion. Throws std::runtime_error naming the file on failure, or when the
-  // file has a newer schema than this code knows. Job logs are files in the directory `<path>.logs`
-  // (created 0700 on the first upload); the database holds how many bytes of each are committed.
+  // Opens (creating if needed) the database at `path` (WAL, synchronous=FULL, 5 s busy timeout) and migrates
+  // it to kSchemaVersion (control/schema.hpp). Job logs are files in the directory `<path>.logs` (created
+  // 0700 by the first upload); the database holds how many bytes of each are committed. Throws StorageError
+  // naming the file when it cannot be opened, std::runtime_error when it has a newer schema than this code.
   static std::unique_ptr<Store> open(const std::string& path);
-  ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  // Runs SQL without results (BEGIN, SAVEPOINT, ...). Throws on error.
+  // Runs SQL without results (BEGIN, SAVEPOINT, COMMIT, ...: the DB thread's transactions). Throws as
+  // sql::Connection::exec.
   void exec(const char* sql);
-  // PRAGMA user_version.
-  int schema_version();
 
-  // Creates a token of `role`; returns the token text (only its SHA-256 is stored).
+  // Creates a token of `role` named `name`; returns the token text (only its hash is stored).
   std::string create_token(Role role, const std::string& name, WallTime now);
   // The role of `token`, or nullopt when unknown.
   std::optional<Role> find_token(const std::string& token);
 
+  // Registers a worker, or re-registers the one with the same launchId (keeping its id, clearing a gone
+  // worker's directive); reconciles the attempts it lists as running.
   ApiResult<RegisterOutcome> register_worker(const protocol::RegisterRequest& req, WallTime now);
   // Records contact, reconciles `running`, and assigns queued jobs unless draining or a directive is set.
+  // unknownWorker (404) for an unknown or gone worker.
   ApiResult<PollOutcome> poll(const std::string& worker_id, const protocol::PollRequest& req, WallTime now);
+  // Marks the worker gone with its exit reason. unknownWorker (404) when there is no such worker.
   ApiResult<void> worker_exit(const std::string& worker_id, const protocol::ExitRequest& req, WallTime now);
+  // Sets a kill or drain directive (a kill is never downgraded); returns the worker. unknownWorker (404).
   ApiResult<protocol::WorkerInfo> set_directive(const std::string& worker_id, protocol::Directive d);
+  // Every worker, oldest registration first.
   protocol::WorkerList list_workers();
   // Marks `worker_id` stale if it is active. Returns true when it changed.
   bool mark_stale(const std::string& worker_id);
 
+  // Queues a job (already validated); returns it and what it needs of a worker.
   SubmitOutcome submit(const protocol::JobSubmission& sub, WallTime now);
+  // Up to `limit` jobs, newest first, only those in `state` when given (without attempts and events).
   protocol::JobList list_jobs(std::optional<protocol::JobState> state, int limit);
+  // One job with its attempts and events. unknownJob (404).
   ApiResult<protocol::JobInfo> get_job(const std::string& job_id);
+  // Cancels a queued job at once, or asks the worker of a running one to stop it (wake_worker).
+  // unknownJob (404); jobFinished (409) when it already succeeded, failed or was lost.
   ApiResult<CancelOutcome> cancel_job(const std::string& job_id, WallTime now);
+  // Records an event of the attempt holding `ev.lease_id` and moves the attempt and job on. A repeated
+  // (lease, seq) is acknowledged as a duplicate. unknownJob (404); leaseLost (409) when the lease is not
+  // the job's live attempt; attemptFinished (409) after the attempt's final event.
   ApiResult<EventOutcome> apply_event(const std::string& job_id, const protocol::EventRequest& ev, WallTime now);
+  // Appends `bytes`, which start at `offset`, to `stream` of the attempt holding `lease_id`; bytes already
+  // stored are skipped. Returns the committed size. unknownJob (404); leaseLost (409); logGap (409, with
+  // expected_offset) when `offset` is past the end.
   ApiResult<std::uint64_t> append_log(const std::string& job_id, std::string_view stream, const std::string& lease_id,
                                       std::uint64_t offset, std::string_view bytes);
+  // Up to `max_bytes` of `stream` of `attempt` (default: the job's current one) from `offset`, with the
+  // committed size and whether the job is final. unknownJob (404).
   ApiResult<LogChunk> read_log(const std::string& job_id, std::string_view stream, std::uint64_t offset,
                                std::optional<int> attempt, std::size_t max_bytes);
-  // Loses the attempt of `lease_id` if it is still live (lease expiry).
+  // Loses the attempt of `lease_id` if it is still live (lease expiry), re-queueing the job when it has
+  // attempts left.
   LeaseExpiry expire_lease(const std::string& lease_id, const std::string& message, WallTime now);
 
+  // The active workers and live leases, for the clocks after a restart.
   LiveState live_state();
+  // Workers by status and jobs by state, for /metrics.
   Counts counts();
 
  private:
-  class Stmt;
-  Store(sqlite3* db, std::filesystem::path log_dir);
-  void migrate();
-  sqlite3_stmt* prepared(const char* sql);
-  Stmt query(const char* sql);
+  Store(sql::Connection db, LogFiles logs) : db_(std::move(db)), logs_(std::move(logs)) {}
 
-  struct AttemptRow;
-  std::optional<AttemptRow> attempt_of(const std::string& lease_id);
+  std::optional<rows::AttemptRow> attempt_of(const std::string& lease_id);
+  // The attempt holding `lease_id` if it is one of `job_id`: unknownJob or leaseLost otherwise.
+  ApiResult<rows::AttemptRow> attempt_of_job(const std::string& job_id, const std::string& lease_id);
   void reconcile(const std::string& worker_id, const std::vector<protocol::AttemptRef>& running,
                  std::vector<protocol::CancelOrder>& cancel, std::vector<std::string>& renewed);
   std::vector<protocol::JobAssignment> dispatch(const std::string& worker_id, const WorkerCaps& caps,
                                                 const std::map<std::string, int>& free, WallTime now);
-  std::optional<JobNeeds> lose_attempt(const AttemptRow& a, const std::string& message, WallTime now);
+  std::optional<JobNeeds> lose_attempt(const rows::AttemptRow& a, const std::string& message, WallTime now);
   std::optional<protocol::WorkerInfo> worker(const std::string& worker_id);
   std::optional<protocol::JobInfo> job(const std::string& job_id);
 
+  std::uint64_t log_size(const std::string& job_id, int attempt, std::string_view stream);
   bool has_log_chunks(const std::string& job_id, int attempt, std::string_view stream);
-  std::filesystem::path log_file(const std::string& job_id, int attempt, std::string_view stream) const;
+  std::string read_log_chunks(const std::string& job_id, int attempt, std::string_view stream, std::uint64_t offset,
+                              std::size_t want);
 
-  sqlite3* db_;
-  std::filesystem::path log_dir_;
-  std::unordered_map<const char*, sqlite3_stmt*> cache_;
+  sql::Connection db_;
+  LogFiles logs_;
 };
 
 }  // namespace nymph::control

@@ -1,10 +1,11 @@
-// The SQLite store on a real file: dispatch, events, fencing, logs, lease loss, cancel, persistence.
+// The domain store on a real file: dispatch, events, fencing, logs, lease loss, cancel, persistence.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include "control/schema.hpp"
 #include "control/store.hpp"
 #include "tests/support/files.hpp"
 
@@ -79,7 +80,9 @@ class StoreTest : public ::testing::Test {
 
 }  // namespace
 
-TEST_F(StoreTest, SchemaIsVersioned) { EXPECT_EQ(store_->schema_version(), kSchemaVersion); }
+TEST_F(StoreTest, OpenMigratesToTheSchemaVersion) {
+  EXPECT_EQ(sql::Connection::open(path_).user_version(), kSchemaVersion);
+}
 
 TEST_F(StoreTest, TokensAreHashedAndHaveRoles) {
   std::string t = store_->create_token(Role::agent, "a", now());

@@ -1,4 +1,4 @@
-#include "control/admin.hpp"
+#include "control/admin/commands.hpp"
 
 // GCC 12 at -O2 reports -Wmismatched-new-delete when an Asio awaitable frame's ramp is inlined into a plain
 // function (the frame's operator new/delete pair is Asio's own and does match): a false positive that would
@@ -7,9 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -17,14 +15,14 @@
 #include <boost/asio/use_future.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value_from.hpp>
-#include <toml++/toml.h>
 
 #include "common/duration.hpp"
-#include "http/client.hpp"
-#include "protocol/protocol.hpp"
+#include "control/admin/api.hpp"
+#include "control/admin/output.hpp"
 #include "control/store.hpp"
+#include "protocol/protocol.hpp"
 
-namespace nymph::control {
+namespace nymph::control::admin {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
@@ -33,30 +31,6 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr auto kFollowInterval = 200ms;
-
-std::optional<std::string> env(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return std::nullopt;
-  return std::string(v);
-}
-
-std::string default_config_path() {
-  if (auto x = env("XDG_CONFIG_HOME")) return *x + "/nymph/control.toml";
-  if (auto h = env("HOME")) return *h + "/.config/nymph/control.toml";
-  return {};
-}
-
-std::string trim(std::string s) {
-  auto not_space = [](unsigned char c) { return !std::isspace(c); };
-  s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
-  s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
-  return s;
-}
-
-int report(const std::string& message) {
-  std::cerr << "nymph-control: error: " << message << "\n";
-  return 1;
-}
 
 // Runs one coroutine to completion on a private io_context.
 template <class T>
@@ -73,74 +47,6 @@ Result<std::pair<std::string, std::string>> key_value(const std::string& text, c
   if (eq == std::string::npos || eq == 0)
     return fail(std::string(option) + " expects KEY=VALUE, got '" + text + "'");
   return std::pair{text.substr(0, eq), text.substr(eq + 1)};
-}
-
-// An authenticated connection to the control plane.
-class Api {
- public:
-  static Result<Api> connect(asio::any_io_executor ex, const AdminOptions& o) {
-    auto t = resolve_target(o);
-    if (!t) return t.error();
-    http::ClientConfig cfg;
-    cfg.ca_file = t->ca_file;
-    cfg.user_agent = "nymph-control";
-    auto c = http::Client::create(ex, t->url, cfg);
-    if (!c) return c.error();
-    return Api(std::move(*c), std::move(t->token));
-  }
-
-  // Sends a request; a non-2xx status becomes an Error with the server's message.
-  asio::awaitable<Result<http::Response>> call(http::Method m, std::string target, std::string body = {}) {
-    http::Request req{m, std::move(target), std::move(body), "application/json", token_, 60s};
-    auto r = co_await client_.request(std::move(req));
-    if (!r) co_return r.error();
-    if (!r->ok()) {
-      auto e = protocol::parse_error_document(r->body);
-      co_return fail("HTTP " + std::to_string(r->status) + (e ? " " + e->code + ": " + e->message : ""));
-    }
-    co_return std::move(*r);
-  }
-
-  template <class T>
-  asio::awaitable<Result<T>> get(http::Method m, std::string target, std::string body = {}) {
-    auto r = co_await call(m, std::move(target), std::move(body));
-    if (!r) co_return r.error();
-    co_return protocol::parse_as<T>(r->body);
-  }
-
- private:
-  Api(http::Client c, std::string token) : client_(std::move(c)), token_(std::move(token)) {}
-  http::Client client_;
-  std::string token_;
-};
-
-std::string opt_int(std::optional<int> x) { return x ? std::to_string(*x) : "-"; }
-
-// Prints rows as left-aligned columns.
-void print_table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width;
-  for (const auto& r : rows)
-    for (std::size_t i = 0; i < r.size(); ++i) {
-      if (width.size() <= i) width.push_back(0);
-      width[i] = std::max(width[i], r[i].size());
-    }
-  for (const auto& r : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < r.size(); ++i) {
-      line += r[i];
-      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
-    }
-    std::cout << line << "\n";
-  }
-}
-
-void print_json(const json::value& v) { std::cout << json::serialize(v) << "\n"; }
-
-bool write_all(std::FILE* f, const std::string& bytes) {
-  if (bytes.empty()) return true;
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  std::fflush(f);
-  return ok;
 }
 
 // Follows one or both streams of a job until it is final and everything was printed.
@@ -374,37 +280,6 @@ asio::awaitable<int> directive(AdminOptions o, std::string worker_id, std::strin
 
 }  // namespace
 
-Result<AdminTarget> resolve_target(const AdminOptions& o) {
-  std::optional<std::string> url = o.server, token_file = o.token_file, ca_file = o.ca_file;
-  if (!url) url = env("NYMPH_CONTROL_URL");
-  if (!token_file) token_file = env("NYMPH_CONTROL_TOKEN_FILE");
-  if (!ca_file) ca_file = env("NYMPH_CONTROL_CA_FILE");
-  std::string config = o.config.value_or(default_config_path());
-  bool explicit_config = o.config.has_value();
-  if ((!url || !token_file || !ca_file) && !config.empty() && (explicit_config || std::ifstream(config).good())) {
-    try {
-      auto t = toml::parse_file(config);
-      if (!url) url = t["url"].value<std::string>();
-      if (!token_file) token_file = t["token_file"].value<std::string>();
-      if (!ca_file) ca_file = t["ca_file"].value<std::string>();
-    } catch (const toml::parse_error& e) {
-      std::ostringstream msg;
-      msg << "config file " << config << ": " << e.description() << " (line " << e.source().begin.line << ")";
-      return fail(msg.str());
-    }
-  }
-  if (!token_file)
-    return fail("no admin token: pass --token-file FILE, set NYMPH_CONTROL_TOKEN_FILE, or set token_file in " +
-                (config.empty() ? std::string("~/.config/nymph/control.toml") : config));
-  std::ifstream in(*token_file);
-  if (!in) return fail("cannot read token file '" + *token_file + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string token = trim(ss.str());
-  if (token.empty()) return fail("token file '" + *token_file + "' is empty");
-  return AdminTarget{url.value_or("http://127.0.0.1:8470"), std::move(token), ca_file};
-}
-
 int exit_status_of_job(const std::string& state, std::optional<int> exit_code, std::optional<int> signal) {
   if (state == "succeeded") return 0;
   if (state == "cancelled") return 130;
@@ -445,4 +320,4 @@ int cmd_token_create(const std::string& db_path, const std::string& role, const 
   }
 }
 
-}  // namespace nymph::control
+}  // namespace nymph::control::admin

@@ -1,37 +1,16 @@
 #pragma once
-// The admin CLI of nymph-control (submit, jobs, job, logs, cancel, workers, kill, drain, token create).
-// Each command returns the process exit status and prints errors to stderr. Tokens are read from a file
-// (--token-file, NYMPH_CONTROL_TOKEN_FILE or the config file), never taken from the command line.
+// The admin commands of nymph-control (submit, jobs, job, logs, cancel, workers, kill, drain, token create),
+// called by its main(). Each returns the process exit status and prints errors to stderr. Where requests go
+// and with which token: control/admin/target.hpp.
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "common/error.hpp"
+#include "control/admin/target.hpp"
 
-namespace nymph::control {
+namespace nymph::control::admin {
 
-// Where the admin commands send their requests. Resolution order for each value: flag, environment
-// (NYMPH_CONTROL_URL, NYMPH_CONTROL_TOKEN_FILE, NYMPH_CONTROL_CA_FILE), then the TOML config file
-// (--config, else $XDG_CONFIG_HOME/nymph/control.toml or ~/.config/nymph/control.toml) with keys
-// url, token_file, ca_file. The URL defaults to http://127.0.0.1:8470.
-struct AdminOptions {
-  std::optional<std::string> server;
-  std::optional<std::string> token_file;
-  std::optional<std::string> ca_file;
-  std::optional<std::string> config;
-  bool json = false;  // machine output
-};
-
-struct AdminTarget {
-  std::string url;
-  std::string token;
-  std::optional<std::string> ca_file;
-};
-
-// Resolves the target as described on AdminOptions and reads the token file (whitespace trimmed).
-// Returns an Error naming the missing setting or unreadable file.
-Result<AdminTarget> resolve_target(const AdminOptions& o);
-
+// What `submit` sends and how it waits.
 struct SubmitOptions {
   std::string runner = "process";
   std::string kind = "command";
@@ -51,15 +30,24 @@ struct SubmitOptions {
 // (128+signal when killed by a signal, 1 otherwise); 130 cancelled; 1 lost.
 int exit_status_of_job(const std::string& state, std::optional<int> exit_code, std::optional<int> signal);
 
+// Submits a job and prints its id (or the job as JSON); with --wait/--follow waits for it (streaming its
+// logs under --follow) and returns exit_status_of_job.
 int cmd_submit(const AdminOptions& o, const SubmitOptions& s);
+// Lists up to `limit` jobs, newest first, only those in `state` when given.
 int cmd_jobs(const AdminOptions& o, const std::optional<std::string>& state, int limit);
+// Shows one job with its attempts and events.
 int cmd_job(const AdminOptions& o, const std::string& id);
+// Prints a job's `stream` (of `attempt`, default the current one) as raw bytes; with `follow` until the job
+// is final.
 int cmd_logs(const AdminOptions& o, const std::string& id, const std::string& stream, bool follow,
              std::optional<int> attempt);
+// Cancels a job and prints its new state.
 int cmd_cancel(const AdminOptions& o, const std::string& id);
+// Lists the workers.
 int cmd_workers(const AdminOptions& o);
-int cmd_directive(const AdminOptions& o, const std::string& worker_id, const std::string& which);  // kill | drain
+// Sends the directive `which` ("kill" or "drain") to a worker.
+int cmd_directive(const AdminOptions& o, const std::string& worker_id, const std::string& which);
 // Creates a token directly in the database file and prints it (only it) on stdout.
 int cmd_token_create(const std::string& db_path, const std::string& role, const std::string& name);
 
-}  // namespace nymph::control
+}  // namespace nymph::control::admin

@@ -1,0 +1,81 @@
+#include "control/admin/target.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+namespace nymph::control::admin {
+
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  return std::string(v);
+}
+
+std::string default_config_path() {
+  if (auto x = env("XDG_CONFIG_HOME")) return *x + "/nymph/control.toml";
+  if (auto h = env("HOME")) return *h + "/.config/nymph/control.toml";
+  return {};
+}
+
+std::string trim(std::string s) {
+  auto not_space = [](unsigned char c) { return !std::isspace(c); };
+  s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
+  s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
+  return s;
+}
+
+// Fills what `url`, `token_file` and `ca_file` still miss from the TOML file `config`.
+Result<void> read_config(const std::string& config, std::optional<std::string>& url,
+                         std::optional<std::string>& token_file, std::optional<std::string>& ca_file) {
+  try {
+    auto t = toml::parse_file(config);
+    if (!url) url = t["url"].value<std::string>();
+    if (!token_file) token_file = t["token_file"].value<std::string>();
+    if (!ca_file) ca_file = t["ca_file"].value<std::string>();
+    return {};
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << "config file " << config << ": " << e.description() << " (line " << e.source().begin.line << ")";
+    return fail(msg.str());
+  }
+}
+
+Result<std::string> read_token(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) return fail("cannot read token file '" + file + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token = trim(ss.str());
+  if (token.empty()) return fail("token file '" + file + "' is empty");
+  return token;
+}
+
+}  // namespace
+
+Result<AdminTarget> resolve_target(const AdminOptions& o) {
+  std::optional<std::string> url = o.server, token_file = o.token_file, ca_file = o.ca_file;
+  if (!url) url = env("NYMPH_CONTROL_URL");
+  if (!token_file) token_file = env("NYMPH_CONTROL_TOKEN_FILE");
+  if (!ca_file) ca_file = env("NYMPH_CONTROL_CA_FILE");
+  std::string config = o.config.value_or(default_config_path());
+  bool explicit_config = o.config.has_value();
+  if ((!url || !token_file || !ca_file) && !config.empty() && (explicit_config || std::ifstream(config).good())) {
+    auto r = read_config(config, url, token_file, ca_file);
+    if (!r) return r.error();
+  }
+  if (!token_file)
+    return fail("no admin token: pass --token-file FILE, set NYMPH_CONTROL_TOKEN_FILE, or set token_file in " +
+                (config.empty() ? std::string("~/.config/nymph/control.toml") : config));
+  auto token = read_token(*token_file);
+  if (!token) return token.error();
+  return AdminTarget{url.value_or("http://127.0.0.1:8470"), std::move(*token), ca_file};
+}
+
+}  // namespace nymph::control::admin

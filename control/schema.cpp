@@ -1,0 +1,53 @@
+#include "control/schema.hpp"
+
+#include <iterator>
+
+namespace nymph::control {
+
+namespace {
+
+constexpr const char* kMigrations[] = {
+    R"sql(
+CREATE TABLE tokens(
+  hash TEXT PRIMARY KEY, role TEXT NOT NULL, name TEXT NOT NULL DEFAULT '', created_at TEXT NOT NULL);
+CREATE TABLE workers(
+  id TEXT PRIMARY KEY, launch_id TEXT NOT NULL UNIQUE, label TEXT NOT NULL, hostname TEXT NOT NULL,
+  pid INTEGER NOT NULL, version TEXT NOT NULL, protocol INTEGER NOT NULL, backend TEXT NOT NULL,
+  runners TEXT NOT NULL, tags TEXT NOT NULL, capacity TEXT NOT NULL, profiles TEXT NOT NULL, slurm TEXT,
+  status TEXT NOT NULL, exit_reason TEXT, exit_message TEXT NOT NULL DEFAULT '', directive TEXT,
+  registered_at TEXT NOT NULL, last_seen TEXT NOT NULL);
+CREATE TABLE jobs(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, state TEXT NOT NULL, runner TEXT NOT NULL,
+  kind TEXT NOT NULL, profile TEXT, spec TEXT NOT NULL, required_tags TEXT NOT NULL,
+  max_attempts INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, current_lease TEXT, worker_id TEXT,
+  cancel_requested INTEGER NOT NULL DEFAULT 0, exit_code INTEGER, signal INTEGER,
+  message TEXT NOT NULL DEFAULT '', result TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+  finished_at TEXT);
+CREATE INDEX jobs_by_state ON jobs(state, seq);
+CREATE TABLE attempts(
+  lease_id TEXT PRIMARY KEY, job_id TEXT NOT NULL, attempt INTEGER NOT NULL, worker_id TEXT NOT NULL,
+  state TEXT NOT NULL, exit_code INTEGER, signal INTEGER, message TEXT NOT NULL DEFAULT '', slurm_job_id TEXT,
+  last_seq INTEGER NOT NULL DEFAULT 0, assigned_at TEXT NOT NULL, finished_at TEXT, UNIQUE(job_id, attempt));
+CREATE INDEX attempts_by_worker ON attempts(worker_id, state);
+CREATE TABLE events(
+  lease_id TEXT NOT NULL, seq INTEGER NOT NULL, job_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+  state TEXT NOT NULL, exit_code INTEGER, signal INTEGER, message TEXT NOT NULL, slurm_job_id TEXT,
+  result TEXT, at TEXT, received_at TEXT NOT NULL, PRIMARY KEY(lease_id, seq));
+CREATE INDEX events_by_job ON events(job_id, attempt, seq);
+CREATE TABLE log_chunks(
+  job_id TEXT NOT NULL, attempt INTEGER NOT NULL, stream TEXT NOT NULL, start INTEGER NOT NULL,
+  data BLOB NOT NULL);
+CREATE UNIQUE INDEX log_chunks_by_start ON log_chunks(job_id, attempt, stream, start);
+CREATE TABLE log_sizes(
+  job_id TEXT NOT NULL, attempt INTEGER NOT NULL, stream TEXT NOT NULL, size INTEGER NOT NULL,
+  PRIMARY KEY(job_id, attempt, stream));
+)sql",
+};
+
+static_assert(std::size(kMigrations) == kSchemaVersion);
+
+}  // namespace
+
+std::span<const char* const> schema_migrations() { return kMigrations; }
+
+}  // namespace nymph::control

@@ -1,0 +1,283 @@
+// The job half of the Store: submit, list, show and cancel jobs; events and lease loss of attempts; job logs.
+#include "control/store.hpp"
+
+#include <algorithm>
+
+#include <boost/json/serialize.hpp>
+
+#include "control/rows.hpp"
+
+namespace nymph::control {
+
+namespace json = boost::json;
+using protocol::EventState;
+using protocol::JobState;
+using rows::AttemptRow;
+using rows::to_text;
+
+namespace {
+
+ApiError no_longer_live(const AttemptRow& a) {
+  return lease_lost("lease '" + a.lease_id + "' of job '" + a.job_id + "' is no longer the job's live attempt");
+}
+
+}  // namespace
+
+std::optional<protocol::JobInfo> Store::job(const std::string& job_id) {
+  static const std::string sql = std::string("SELECT ") + rows::kJobColumns + " FROM jobs WHERE id=?";
+  auto q = db_.query(sql.c_str());
+  q.bind(job_id);
+  if (!q.step()) return std::nullopt;
+  return rows::job_from(q);
+}
+
+SubmitOutcome Store::submit(const protocol::JobSubmission& sub, WallTime now) {
+  std::string id = "job_" + protocol::new_ulid();
+  std::string when = protocol::format_time(now);
+  std::optional<std::string> profile;
+  if (sub.kind == "training" && sub.spec.payload) profile = sub.spec.payload->profile;
+  db_.query(
+      "INSERT INTO jobs(id, state, runner, kind, profile, spec, required_tags, max_attempts, created_at, updated_at) "
+      "VALUES(?,'queued',?,?,?,?,?,?,?,?)")
+      .bind(id, sub.runner, sub.kind, profile, to_text(sub.spec), to_text(sub.required_tags), sub.max_attempts,
+            when, when)
+      .run();
+  return SubmitOutcome{*job(id), JobNeeds{sub.runner, sub.required_tags, profile}};
+}
+
+protocol::JobList Store::list_jobs(std::optional<protocol::JobState> state, int limit) {
+  std::vector<std::string> ids;
+  {
+    auto q = db_.query("SELECT id FROM jobs WHERE (?1 IS NULL OR state=?1) ORDER BY seq DESC LIMIT ?2");
+    std::optional<std::string> s;
+    if (state) s = std::string(protocol::to_string(*state));
+    q.bind(s, limit);
+    while (q.step()) ids.push_back(q.text(0));
+  }
+  protocol::JobList out;
+  for (const auto& id : ids)
+    if (auto j = job(id)) out.jobs.push_back(std::move(*j));
+  return out;
+}
+
+ApiResult<protocol::JobInfo> Store::get_job(const std::string& job_id) {
+  auto j = job(job_id);
+  if (!j) return unknown_job(job_id);
+  static const std::string attempts_sql =
+      std::string("SELECT ") + rows::kAttemptColumns + " FROM attempts WHERE job_id=? ORDER BY attempt";
+  auto a = db_.query(attempts_sql.c_str());
+  a.bind(job_id);
+  while (a.step()) j->attempts.push_back(rows::attempt_from(a));
+  static const std::string events_sql =
+      std::string("SELECT ") + rows::kEventColumns + " FROM events WHERE job_id=? ORDER BY attempt, seq";
+  auto e = db_.query(events_sql.c_str());
+  e.bind(job_id);
+  while (e.step()) j->events.push_back(rows::event_from(e));
+  return *j;
+}
+
+ApiResult<CancelOutcome> Store::cancel_job(const std::string& job_id, WallTime now) {
+  auto j = job(job_id);
+  if (!j) return unknown_job(job_id);
+  std::string when = protocol::format_time(now);
+  CancelOutcome out;
+  switch (j->state) {
+    case JobState::queued:
+      db_.query("UPDATE jobs SET state='cancelled', cancel_requested=1, message='cancelled before it started', "
+            "updated_at=?, finished_at=? WHERE id=?")
+          .bind(when, when, job_id)
+          .run();
+      break;
+    case JobState::running:
+      db_.query("UPDATE jobs SET state='cancelling', cancel_requested=1, updated_at=? WHERE id=?").bind(when, job_id).run();
+      out.wake_worker = j->worker_id;
+      break;
+    case JobState::cancelling:
+      out.wake_worker = j->worker_id;
+      break;
+    case JobState::cancelled:
+      break;
+    default:
+      return conflict("jobFinished", "job '" + job_id + "' already " + std::string(protocol::to_string(j->state)));
+  }
+  out.job = *job(job_id);
+  return out;
+}
+
+std::optional<JobNeeds> Store::lose_attempt(const AttemptRow& a, const std::string& message, WallTime now) {
+  std::string when = protocol::format_time(now);
+  db_.query("UPDATE attempts SET state='lost', message=?, finished_at=? WHERE lease_id=?")
+      .bind(message, when, a.lease_id)
+      .run();
+  JobState next = after_lost_attempt(a.attempts_made, a.max_attempts, a.cancel_requested);
+  if (next == JobState::queued) {
+    db_.query("UPDATE jobs SET state='queued', current_lease=NULL, worker_id=NULL, updated_at=? WHERE id=?")
+        .bind(when, a.job_id)
+        .run();
+    return JobNeeds{a.runner, rows::string_map_from(a.required_tags), a.profile};
+  }
+  std::string why = next == JobState::cancelled ? "cancelled; its attempt was lost: " + message
+                                                : "attempt " + std::to_string(a.attempt) + " lost (" + message +
+                                                      "); no attempts left";
+  db_.query("UPDATE jobs SET state=?, message=?, updated_at=?, finished_at=? WHERE id=?")
+      .bind(protocol::to_string(next), why, when, when, a.job_id)
+      .run();
+  return std::nullopt;
+}
+
+ApiResult<EventOutcome> Store::apply_event(const std::string& job_id, const protocol::EventRequest& ev, WallTime now) {
+  auto a = attempt_of_job(job_id, ev.lease_id);
+  if (!a) return a.error();
+  EventOutcome out;
+  {
+    auto dup = db_.query("SELECT 1 FROM events WHERE lease_id=? AND seq=?");
+    dup.bind(ev.lease_id, ev.seq);
+    if (dup.step()) {
+      out.reply.duplicate = true;
+      out.reply.job_state = a->job_state;
+      return out;
+    }
+  }
+  if (!a->current()) return no_longer_live(*a);
+  if (!a->live())
+    return conflict("attemptFinished", "attempt " + std::to_string(a->attempt) + " of job '" + job_id +
+                                           "' already reported its final state");
+  std::string when = protocol::format_time(now);
+  std::optional<std::string> result;
+  if (ev.result) result = json::serialize(*ev.result);
+  db_.query("INSERT INTO events(lease_id, seq, job_id, attempt, state, exit_code, signal, message, slurm_job_id, result, "
+        "at, received_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)")
+      .bind(ev.lease_id, ev.seq, job_id, a->attempt, protocol::to_string(ev.state), ev.exit_code, ev.signal, ev.message,
+            ev.slurm_job_id, result, ev.at, when)
+      .run();
+  out.reply.job_state = a->job_state;
+  if (ev.seq <= a->last_seq) return out;  // an older event arriving late: recorded, state unchanged
+  db_.query("UPDATE attempts SET last_seq=?, slurm_job_id=COALESCE(?, slurm_job_id) WHERE lease_id=?")
+      .bind(ev.seq, ev.slurm_job_id, ev.lease_id)
+      .run();
+  if (ev.state == EventState::lost) {
+    out.requeued = lose_attempt(*a, ev.message.empty() ? "reported lost by the worker" : ev.message, now);
+    out.attempt_ended = true;
+    out.freed_slot = {a->worker_id, a->runner};
+    out.reply.job_state = job(job_id)->state;
+    return out;
+  }
+  JobState next = after_event(a->job_state, ev.state);
+  out.reply.job_state = next;
+  if (!protocol::is_final(ev.state)) {
+    db_.query("UPDATE attempts SET state=? WHERE lease_id=?").bind(protocol::to_string(attempt_state_of(ev.state)), ev.lease_id).run();
+    db_.query("UPDATE jobs SET state=?, updated_at=? WHERE id=?").bind(protocol::to_string(next), when, job_id).run();
+    return out;
+  }
+  out.attempt_ended = true;
+  out.freed_slot = {a->worker_id, a->runner};
+  db_.query("UPDATE attempts SET state=?, exit_code=?, signal=?, message=?, finished_at=? WHERE lease_id=?")
+      .bind(protocol::to_string(attempt_state_of(ev.state)), ev.exit_code, ev.signal, ev.message, when, ev.lease_id)
+      .run();
+  db_.query("UPDATE jobs SET state=?, exit_code=?, signal=?, message=?, result=?, updated_at=?, finished_at=? WHERE id=?")
+      .bind(protocol::to_string(next), ev.exit_code, ev.signal, ev.message, result, when, when, job_id)
+      .run();
+  return out;
+}
+
+LeaseExpiry Store::expire_lease(const std::string& lease_id, const std::string& message, WallTime now) {
+  LeaseExpiry out;
+  auto a = attempt_of(lease_id);
+  if (!a || !a->live() || !a->current()) return out;
+  out.expired = true;
+  out.worker_id = a->worker_id;
+  out.requeued = lose_attempt(*a, message, now);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Logs
+
+ApiResult<std::uint64_t> Store::append_log(const std::string& job_id, std::string_view stream,
+                                           const std::string& lease_id, std::uint64_t offset, std::string_view bytes) {
+  auto a = attempt_of_job(job_id, lease_id);
+  if (!a) return a.error();
+  if (!a->current()) return no_longer_live(*a);
+  std::uint64_t size = log_size(job_id, a->attempt, stream);
+  if (offset > size) {
+    ApiError e = conflict("logGap", "offset " + std::to_string(offset) + " is past the " + std::to_string(size) +
+                                        " bytes stored for " + std::string(stream) + " of attempt " +
+                                        std::to_string(a->attempt));
+    e.expected_offset = size;
+    return e;
+  }
+  std::uint64_t skip = size - offset;
+  if (skip >= bytes.size()) return ApiResult<std::uint64_t>(boost::system::in_place_value, size);  // all stored already
+  std::string_view tail = bytes.substr(static_cast<std::size_t>(skip));
+  if (has_log_chunks(job_id, a->attempt, stream)) {  // begun by a version that kept logs in the database
+    db_.query("INSERT INTO log_chunks(job_id, attempt, stream, start, data) VALUES(?,?,?,?,?)")
+        .bind(job_id, a->attempt, stream, size, sql::Blob{tail})
+        .run();
+  } else {
+    // Durable in the file before the new size is committed; bytes past `size` (from an upload whose commit
+    // never happened) are overwritten.
+    logs_.write(job_id, a->attempt, stream, size, tail);
+  }
+  std::uint64_t next = size + tail.size();
+  db_.query("INSERT INTO log_sizes(job_id, attempt, stream, size) VALUES(?,?,?,?) "
+            "ON CONFLICT(job_id, attempt, stream) DO UPDATE SET size=excluded.size")
+      .bind(job_id, a->attempt, stream, next)
+      .run();
+  return ApiResult<std::uint64_t>(boost::system::in_place_value, next);
+}
+
+ApiResult<LogChunk> Store::read_log(const std::string& job_id, std::string_view stream, std::uint64_t offset,
+                                    std::optional<int> attempt, std::size_t max_bytes) {
+  auto j = job(job_id);
+  if (!j) return unknown_job(job_id);
+  LogChunk out;
+  out.attempt = attempt.value_or(j->attempt);
+  out.complete = protocol::is_final(j->state);
+  out.size = log_size(job_id, out.attempt, stream);
+  if (offset >= out.size) return out;
+  std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(out.size - offset, max_bytes));
+  out.data = has_log_chunks(job_id, out.attempt, stream) ? read_log_chunks(job_id, out.attempt, stream, offset, want)
+                                                         : logs_.read(job_id, out.attempt, stream, offset, want);
+  return out;
+}
+
+std::uint64_t Store::log_size(const std::string& job_id, int attempt, std::string_view stream) {
+  auto q = db_.query("SELECT size FROM log_sizes WHERE job_id=? AND attempt=? AND stream=?");
+  q.bind(job_id, attempt, stream);
+  return q.step() ? static_cast<std::uint64_t>(q.i64(0)) : 0;
+}
+
+bool Store::has_log_chunks(const std::string& job_id, int attempt, std::string_view stream) {
+  auto q = db_.query("SELECT 1 FROM log_chunks WHERE job_id=? AND attempt=? AND stream=? LIMIT 1");
+  q.bind(job_id, attempt, stream);
+  return q.step();
+}
+
+std::string Store::read_log_chunks(const std::string& job_id, int attempt, std::string_view stream,
+                                   std::uint64_t offset, std::size_t want) {
+  auto q = db_.query(
+      "SELECT start, data FROM log_chunks WHERE job_id=?1 AND attempt=?2 AND stream=?3 AND start >= "
+      "(SELECT COALESCE(MAX(start), 0) FROM log_chunks WHERE job_id=?1 AND attempt=?2 AND stream=?3 AND start <= ?4) "
+      "ORDER BY start");
+  q.bind(job_id, attempt, stream, offset);
+  std::string out;
+  while (out.size() < want && q.step()) {
+    auto start = static_cast<std::uint64_t>(q.i64(0));
+    std::string data = q.blob(1);
+    std::uint64_t from = offset > start ? offset - start : 0;
+    if (from >= data.size()) continue;
+    std::size_t n = std::min<std::size_t>(data.size() - static_cast<std::size_t>(from), want - out.size());
+    out.append(data, static_cast<std::size_t>(from), n);
+  }
+  return out;
+}
+ApiResult<AttemptRow> Store::attempt_of_job(const std::string& job_id, const std::string& lease_id) {
+  auto exists = db_.query("SELECT 1 FROM jobs WHERE id=?");
+  exists.bind(job_id);
+  if (!exists.step()) return unknown_job(job_id);
+  auto a = attempt_of(lease_id);
+  if (!a || a->job_id != job_id) return lease_lost("lease '" + lease_id + "' is not an attempt of job '" + job_id + "'");
+  return std::move(*a);
+}
+
+}  // namespace nymph::control

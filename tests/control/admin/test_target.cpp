@@ -1,0 +1,90 @@
+// Where the admin commands go: flags before the environment before the config file, tokens from files only.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <fstream>
+
+#include "control/admin/target.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace nymph::control::admin;
+using nymph::test::TempDir;
+
+namespace {
+
+// Clears the NYMPH_CONTROL_* variables and points XDG_CONFIG_HOME at an empty directory for one test.
+class TargetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : kVars) {
+      if (const char* old = std::getenv(v)) saved_.emplace_back(v, old);
+      ::unsetenv(v);
+    }
+    ::setenv("XDG_CONFIG_HOME", (dir_.path() / "xdg").c_str(), 1);
+  }
+  void TearDown() override {
+    for (const char* v : kVars) ::unsetenv(v);
+    for (const auto& [k, v] : saved_) ::setenv(k.c_str(), v.c_str(), 1);
+  }
+
+  std::string write(const std::string& name, const std::string& text) {
+    auto path = (dir_.path() / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  static constexpr const char* kVars[] = {"NYMPH_CONTROL_URL", "NYMPH_CONTROL_TOKEN_FILE", "NYMPH_CONTROL_CA_FILE",
+                                          "XDG_CONFIG_HOME"};
+  TempDir dir_{"nymph-admin"};
+  std::vector<std::pair<std::string, std::string>> saved_;
+};
+
+}  // namespace
+
+TEST_F(TargetTest, FlagsBeatTheEnvironmentWhichBeatsTheConfigFile) {
+  auto flag_token = write("flag.token", "nym_flag\n");
+  auto env_token = write("env.token", "  nym_env  ");
+  auto config = write("c.toml", "url = 'http://config:1'\ntoken_file = '" + write("cfg.token", "nym_cfg") +
+                                    "'\nca_file = '/config/ca.pem'\n");
+  ::setenv("NYMPH_CONTROL_URL", "http://env:2", 1);
+  ::setenv("NYMPH_CONTROL_TOKEN_FILE", env_token.c_str(), 1);
+  auto t = resolve_target({.server = "http://flag:3", .token_file = flag_token, .config = config}).value();
+  EXPECT_EQ(t.url, "http://flag:3");
+  EXPECT_EQ(t.token, "nym_flag");
+  EXPECT_EQ(t.ca_file, "/config/ca.pem");
+  t = resolve_target({.config = config}).value();
+  EXPECT_EQ(t.url, "http://env:2");
+  EXPECT_EQ(t.token, "nym_env");
+  ::unsetenv("NYMPH_CONTROL_URL");
+  ::unsetenv("NYMPH_CONTROL_TOKEN_FILE");
+  t = resolve_target({.config = config}).value();
+  EXPECT_EQ(t.url, "http://config:1");
+  EXPECT_EQ(t.token, "nym_cfg");
+}
+
+TEST_F(TargetTest, TheDefaultConfigFileAndUrl) {
+  std::filesystem::create_directories(dir_.path() / "xdg" / "nymph");
+  write("xdg/nymph/control.toml", "token_file = '" + write("t", "nym_x") + "'\n");
+  auto t = resolve_target({}).value();
+  EXPECT_EQ(t.url, "http://127.0.0.1:8470");
+  EXPECT_EQ(t.token, "nym_x");
+  EXPECT_FALSE(t.ca_file);
+}
+
+TEST_F(TargetTest, ErrorsNameWhatIsMissingOrWrong) {
+  auto none = resolve_target({});
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("no admin token"), std::string::npos) << none.error().message;
+  auto unreadable = resolve_target({.token_file = (dir_.path() / "absent").string()});
+  ASSERT_FALSE(unreadable);
+  EXPECT_NE(unreadable.error().message.find("cannot read token file"), std::string::npos);
+  auto empty = resolve_target({.token_file = write("empty", " \n")});
+  ASSERT_FALSE(empty);
+  EXPECT_NE(empty.error().message.find("is empty"), std::string::npos);
+  auto bad = resolve_target({.config = write("bad.toml", "url = \n")});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("(line 1)"), std::string::npos) << bad.error().message;
+  auto named_but_absent = resolve_target({.config = (dir_.path() / "nope.toml").string()});
+  EXPECT_FALSE(named_but_absent);
+}
