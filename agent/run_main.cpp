@@ -13,6 +13,7 @@
 #include "agent/daemon.hpp"
 #include "agent/probe.hpp"
 #include "common/logging.hpp"
+#include "common/ulid.hpp"
 #include "protocol/protocol.hpp"
 #include "nymph/version.hpp"
 #include "runners/child_process.hpp"
@@ -67,9 +68,17 @@ ProbeResult probe_or_throw(const AgentConfig& c) {
   return probe;
 }
 
+// A launch id for a worker started without [worker] launch_id (a `nymph run` by hand): a new ULID.
+std::string new_launch_id() {
+  UlidGenerator ids;
+  auto id = ids.next();
+  if (!id) throw StartupError("cannot make a launch id: " + id.error().message);
+  return id->str();
+}
+
 DaemonSettings make_settings(const AgentConfig& c, const ProbeResult& probe, const fs::path& cwd) {
   DaemonSettings s;
-  s.launch_id = c.worker.launch_id.empty() ? protocol::new_ulid() : c.worker.launch_id;
+  s.launch_id = c.worker.launch_id.empty() ? new_launch_id() : c.worker.launch_id;
   s.label = c.worker.label.empty() ? probe.hostname : c.worker.label;
   s.hostname = probe.hostname;
   s.backend = probe.backend;

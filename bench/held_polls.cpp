@@ -33,6 +33,7 @@
 
 #include "http/client.hpp"
 #include "protocol/protocol.hpp"
+#include "common/ulid.hpp"
 
 extern char** environ;
 
@@ -124,6 +125,7 @@ struct Bench {
   asio::io_context& ioc;
   http::Client client;
   std::string agent, admin;
+  nymph::UlidGenerator ids;  // launch ids of the registered workers
 
   http::Request req(http::Method m, std::string target, std::string token, std::string body = {}) {
     http::Request r;
@@ -137,7 +139,7 @@ struct Bench {
 
   asio::awaitable<std::string> register_worker(std::string runner) {
     p::RegisterRequest r;
-    r.launch_id = p::new_ulid();
+    r.launch_id = ids.next().value().str();
     r.hostname = "bench";
     r.runners = {runner};
     auto res = co_await client.request(req(http::Method::post, p::workers_path(), agent, p::to_json_text(r)));

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/files.hpp"
 #include "control/storage_error.hpp"
 
 namespace nymph::control {
@@ -26,10 +27,8 @@ void close_or_throw(int fd, const char* failed, const std::filesystem::path& fil
 }
 
 // fsyncs the directory `dir`, so that a new entry in it survives a crash.
-void sync_directory(const std::filesystem::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw_io(dir, "cannot open directory");
-  close_or_throw(fd, ::fsync(fd) != 0 ? "cannot sync directory" : nullptr, dir);
+void sync_directory_or_throw(const std::filesystem::path& dir) {
+  if (auto r = sync_directory(dir); !r) throw StorageError("log files: " + r.error().message);
 }
 
 // Writes all of `bytes` at `offset` of `fd` and fdatasyncs it; returns what failed, or nullptr.
@@ -59,8 +58,8 @@ void LogFiles::write(const std::string& job_id, int attempt, std::string_view st
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) throw_io(file, "cannot open");
   close_or_throw(fd, write_durably(fd, offset, bytes), file);
-  if (new_file) sync_directory(dir_);
-  if (new_dir) sync_directory(dir_.has_parent_path() ? dir_.parent_path() : std::filesystem::path("."));
+  if (new_file) sync_directory_or_throw(dir_);
+  if (new_dir) sync_directory_or_throw(dir_.has_parent_path() ? dir_.parent_path() : std::filesystem::path("."));
 }
 
 std::string LogFiles::read(const std::string& job_id, int attempt, std::string_view stream, std::uint64_t offset,

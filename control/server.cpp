@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "common/spawn.hpp"
 #include "http/client.hpp"
 
 namespace nymph::control {
@@ -30,17 +31,6 @@ Result<ListenConfig> check(const ServerConfig& config) {
   return listen;
 }
 
-namespace {
-void log_exception(const std::shared_ptr<spdlog::logger>& log, const char* what, std::exception_ptr e) {
-  if (!e) return;
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    log->error("{} failed: {}", what, x.what());
-  }
-}
-}  // namespace
-
 void run_server(const ServerConfig& config, std::shared_ptr<spdlog::logger> log,
                 const std::function<void(const std::string& url)>& on_listening) {
   auto listen = check(config);
@@ -60,8 +50,8 @@ void run_server(const ServerConfig& config, std::shared_ptr<spdlog::logger> log,
     service.stop();
     http.stop();
   });
-  asio::co_spawn(ioc, http.run(), [&](std::exception_ptr e) { log_exception(log, "listener", e); });
-  asio::co_spawn(ioc, service.run_clocks(), [&](std::exception_ptr e) { log_exception(log, "lease clock", e); });
+  asio::co_spawn(ioc, http.run(), log_failure(log, "listener"));
+  asio::co_spawn(ioc, service.run_clocks(), log_failure(log, "lease clock"));
 
   log->info("nymph-control serving {} with database {} (poll {} ms, lease {} ms, stale {} ms)", http.url(),
             config.db_path, config.service.poll_timeout.count(), config.service.lease_ttl.count(),

@@ -18,10 +18,16 @@ using rows::string_map_from;
 using rows::strings_from;
 using rows::to_text;
 
-std::unique_ptr<Store> Store::open(const std::string& path) {
+std::unique_ptr<Store> Store::open(const std::string& path, UlidGenerator ids) {
   auto db = sql::Connection::open(path);
   db.migrate(schema_migrations());
-  return std::unique_ptr<Store>(new Store(std::move(db), LogFiles(path + ".logs")));
+  return std::unique_ptr<Store>(new Store(std::move(db), LogFiles(path + ".logs"), std::move(ids)));
+}
+
+std::string Store::new_id(std::string_view prefix) {
+  auto id = ids_.next();
+  if (!id) throw std::runtime_error("cannot make an id: " + id.error().message);
+  return std::string(prefix) + id->str();
 }
 
 void Store::exec(const char* sql) { db_.exec(sql); }
@@ -81,7 +87,7 @@ ApiResult<RegisterOutcome> Store::register_worker(const protocol::RegisterReques
         .run();
   } else {
     out.created = true;
-    out.reply.worker_id = "wrk_" + protocol::new_ulid();
+    out.reply.worker_id = new_id("wrk_");
     db_.query(
         "INSERT INTO workers(id, launch_id, label, hostname, pid, version, protocol, backend, runners, tags, "
         "capacity, profiles, slurm, status, registered_at, last_seen) "
@@ -175,7 +181,7 @@ std::vector<protocol::JobAssignment> Store::dispatch(const std::string& worker_i
     protocol::JobAssignment a;
     a.job_id = c.id;
     a.attempt = c.attempts + 1;
-    a.lease_id = "lse_" + protocol::new_ulid();
+    a.lease_id = new_id("lse_");
     a.runner = c.runner;
     a.kind = c.kind;
     a.spec = rows::spec_from(c.spec);

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/ulid.hpp"
 #include "protocol/protocol.hpp"
 #include "control/api_error.hpp"
 #include "control/log_files.hpp"
@@ -92,7 +93,8 @@ class Store {
   // it to kSchemaVersion (control/schema.hpp). Job logs are files in the directory `<path>.logs` (created
   // 0700 by the first upload); the database holds how many bytes of each are committed. Throws StorageError
   // naming the file when it cannot be opened, std::runtime_error when it has a newer schema than this code.
-  static std::unique_ptr<Store> open(const std::string& path);
+  // `ids` makes the worker, job and lease ids (a ULID after a prefix: wrk_, job_, lse_).
+  static std::unique_ptr<Store> open(const std::string& path, UlidGenerator ids = {});
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
@@ -152,7 +154,10 @@ class Store {
   Counts counts();
 
  private:
-  Store(sql::Connection db, LogFiles logs) : db_(std::move(db)), logs_(std::move(logs)) {}
+  Store(sql::Connection db, LogFiles logs, UlidGenerator ids)
+      : db_(std::move(db)), logs_(std::move(logs)), ids_(std::move(ids)) {}
+  // `prefix` followed by a new ULID. Throws std::runtime_error when the generator fails (no randomness).
+  std::string new_id(std::string_view prefix);
 
   std::optional<rows::AttemptRow> attempt_of(const std::string& lease_id);
   // The attempt holding `lease_id` if it is one of `job_id`: unknownJob or leaseLost otherwise.
@@ -172,6 +177,7 @@ class Store {
 
   sql::Connection db_;
   LogFiles logs_;
+  UlidGenerator ids_;
 };
 
 }  // namespace nymph::control

@@ -32,7 +32,7 @@ std::optional<protocol::JobInfo> Store::job(const std::string& job_id) {
 }
 
 SubmitOutcome Store::submit(const protocol::JobSubmission& sub, WallTime now) {
-  std::string id = "job_" + protocol::new_ulid();
+  std::string id = new_id("job_");
   std::string when = protocol::format_time(now);
   std::optional<std::string> profile;
   if (sub.kind == "training" && sub.spec.payload) profile = sub.spec.payload->profile;

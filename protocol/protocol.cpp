@@ -1,9 +1,6 @@
 #include "protocol/protocol.hpp"
 
 #include <array>
-#include <stdexcept>
-
-#include "common/ulid.hpp"
 
 namespace nymph::protocol {
 
@@ -76,13 +73,6 @@ bool is_valid_id(std::string_view id) {
     if (!ok) return false;
   }
   return true;
-}
-
-std::string new_ulid() {
-  thread_local UlidGenerator generator;  // monotonic within a millisecond, random bits from the kernel
-  auto id = generator.next();
-  if (!id) throw std::runtime_error("cannot make an id: " + id.error().message);
-  return id->str();
 }
 
 }  // namespace nymph::protocol

@@ -1,8 +1,6 @@
 #pragma once
 // The /v1 control-plane protocol in one include: wire types (protocol/types.hpp), their JSON conversions
 // (protocol/json.hpp) and the URL space (protocol/routes.hpp). docs/protocol.md is the normative description.
-#include <string>
-
 #include "common/time.hpp"
 #include "protocol/json.hpp"
 #include "protocol/routes.hpp"
@@ -13,8 +11,5 @@ namespace nymph::protocol {
 // Times on the wire are RFC 3339 UTC with milliseconds (common/time.hpp).
 using nymph::format_time;
 using nymph::parse_time;
-
-// A new ULID from a process-wide generator, for ids made where no generator is passed in yet.
-std::string new_ulid();
 
 }  // namespace nymph::protocol

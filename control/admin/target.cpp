@@ -1,12 +1,13 @@
 #include "control/admin/target.hpp"
 
-#include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include <toml++/toml.h>
+
+#include "common/files.hpp"
+#include "common/text.hpp"
 
 namespace nymph::control::admin {
 
@@ -22,13 +23,6 @@ std::string default_config_path() {
   if (auto x = env("XDG_CONFIG_HOME")) return *x + "/nymph/control.toml";
   if (auto h = env("HOME")) return *h + "/.config/nymph/control.toml";
   return {};
-}
-
-std::string trim(std::string s) {
-  auto not_space = [](unsigned char c) { return !std::isspace(c); };
-  s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
-  s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
-  return s;
 }
 
 // Fills what `url`, `token_file` and `ca_file` still miss from the TOML file `config`.
@@ -48,11 +42,9 @@ Result<void> read_config(const std::string& config, std::optional<std::string>& 
 }
 
 Result<std::string> read_token(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) return fail("cannot read token file '" + file + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string token = trim(ss.str());
+  auto data = read_small_file(file, "token file");
+  if (!data) return data.error();
+  std::string token(trim(*data));
   if (token.empty()) return fail("token file '" + file + "' is empty");
   return token;
 }

@@ -11,6 +11,7 @@
 
 #include "http/client.hpp"
 #include "protocol/protocol.hpp"
+#include "tests/support/ids.hpp"
 #include "tests/support/control_server.hpp"
 #include "tests/support/run_coro.hpp"
 
@@ -42,7 +43,7 @@ class FakeAgent {
         return run_coro(ioc, client.request(std::move(r)), 60s).value();
       };
       p::RegisterRequest reg;
-      reg.launch_id = p::new_ulid();
+      reg.launch_id = nymph::test::fresh_ulid();
       reg.hostname = "fake";
       reg.runners = {"process"};
       auto w = p::parse_as<p::RegisterResponse>(call(http::Method::post, p::workers_path(), p::to_json_text(reg)).body)

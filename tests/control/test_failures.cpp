@@ -11,6 +11,7 @@
 #include "control/sql.hpp"
 #include "http/client.hpp"
 #include "protocol/protocol.hpp"
+#include "tests/support/ids.hpp"
 #include "tests/support/control_server.hpp"
 #include "tests/support/run_coro.hpp"
 
@@ -29,7 +30,7 @@ class Failures : public ::testing::Test {
  protected:
   Failures() : client_(http::Client::create(ioc_.get_executor(), cp_.url()).value()) {
     p::RegisterRequest reg;
-    reg.launch_id = p::new_ulid();
+    reg.launch_id = nymph::test::fresh_ulid();
     reg.hostname = "h";
     reg.runners = {"process"};
     auto registered = send(http::Method::post, p::workers_path(), agent(), p::to_json_text(reg));

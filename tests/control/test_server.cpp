@@ -13,6 +13,7 @@
 
 #include "http/client.hpp"
 #include "protocol/protocol.hpp"
+#include "tests/support/ids.hpp"
 #include "tests/support/control_server.hpp"
 #include "tests/support/run_coro.hpp"
 
@@ -202,7 +203,7 @@ TEST(ControlServer, RolesAreEnforced) {
 TEST(ControlServer, EveryEndpointRoundTrip) {
   ControlServer cp({.poll_timeout = "300ms"});
   Api api(cp);
-  std::string launch = p::new_ulid();
+  std::string launch = nymph::test::fresh_ulid();
   p::RegisterRequest reg;
   reg.launch_id = launch;
   reg.hostname = "h1";
@@ -271,7 +272,7 @@ TEST(ControlServer, EveryEndpointRoundTrip) {
 TEST(ControlServer, HeldPollIsWokenBySubmit) {
   ControlServer cp;  // 30 s poll timeout: a reply within seconds proves the wake-up
   Api api(cp);
-  std::string w = api.register_worker(p::new_ulid());
+  std::string w = api.register_worker(nymph::test::fresh_ulid());
   auto start = Clock::now();
   std::string job_id;
   auto held = api.client().request(Api::req(http::Method::post, p::poll_path(w), api.agent(), Api::poll_body(1)));
@@ -293,7 +294,7 @@ TEST(ControlServer, HeldPollIsWokenBySubmit) {
 TEST(ControlServer, JobWaitIsAnsweredByTheFinalEventOrCancel) {
   ControlServer cp;  // waits of 30 s: replies within seconds prove the wake-ups
   Api api(cp);
-  std::string w = api.register_worker(p::new_ulid());
+  std::string w = api.register_worker(nymph::test::fresh_ulid());
   std::string job_id = api.submit();
   auto lease = api.poll(w, 1).jobs.at(0).lease_id;
   auto start = Clock::now();
@@ -328,7 +329,7 @@ TEST(ControlServer, JobWaitIsAnsweredByTheFinalEventOrCancel) {
 TEST(ControlServer, HeldPollIsWokenByCancelAndKill) {
   ControlServer cp;
   Api api(cp);
-  std::string w = api.register_worker(p::new_ulid());
+  std::string w = api.register_worker(nymph::test::fresh_ulid());
   std::string j = api.submit();
   auto lease = api.poll(w, 1).jobs.at(0).lease_id;
   api.event(j, lease, 1, p::EventState::running);
@@ -358,8 +359,8 @@ TEST(ControlServer, HeldPollIsWokenByCancelAndKill) {
 TEST(ControlServer, LeaseExpiryRequeuesAndFencesTheOldWorker) {
   ControlServer cp({.poll_timeout = "20s", .lease_ttl = "1s"});
   Api api(cp);
-  std::string w1 = api.register_worker(p::new_ulid());
-  std::string w2 = api.register_worker(p::new_ulid());
+  std::string w1 = api.register_worker(nymph::test::fresh_ulid());
+  std::string w2 = api.register_worker(nymph::test::fresh_ulid());
   std::string j = api.submit();
   auto a1 = api.poll(w1, 1).jobs.at(0);
   ASSERT_EQ(api.put_log(j, a1.lease_id, 0, "first").status, 200u);
@@ -387,8 +388,8 @@ TEST(ControlServer, LeaseExpiryRequeuesAndFencesTheOldWorker) {
 TEST(ControlServer, WorkerTurnsStaleAfterStaleAfterS) {
   ControlServer cp({.poll_timeout = "3s", .stale_after = "1s"});
   Api api(cp);
-  std::string quiet = api.register_worker(p::new_ulid());
-  std::string polling = api.register_worker(p::new_ulid());
+  std::string quiet = api.register_worker(nymph::test::fresh_ulid());
+  std::string polling = api.register_worker(nymph::test::fresh_ulid());
   EXPECT_EQ(api.worker(quiet).status, p::WorkerStatus::active);
   auto start = Clock::now();
   // A held poll counts as contact: `polling` stays active while `quiet` goes stale.
@@ -424,7 +425,7 @@ TEST(ControlServer, WorkerTurnsStaleAfterStaleAfterS) {
 TEST(ControlServer, LogOffsetsOverlapGapAndBinaryBytes) {
   ControlServer cp({.poll_timeout = "200ms"});
   Api api(cp);
-  std::string w = api.register_worker(p::new_ulid());
+  std::string w = api.register_worker(nymph::test::fresh_ulid());
   std::string j = api.submit();
   auto lease = api.poll(w, 1).jobs.at(0).lease_id;
   std::string bytes = all_bytes();
@@ -485,7 +486,7 @@ TEST(ControlServer, BadRequestsGetClear4xxAndTheServerKeepsServing) {
 
 TEST(ControlServer, Kill9MidStreamThenRestartLosesNothingAcknowledged) {
   ControlServer cp({.poll_timeout = "200ms"});
-  std::string w, launch = p::new_ulid();
+  std::string w, launch = nymph::test::fresh_ulid();
   std::map<std::string, p::JobState> expected;
   std::string streaming, streaming_lease, cancelling, cancelling_lease, acked;
   {

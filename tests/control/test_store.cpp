@@ -8,6 +8,7 @@
 #include "control/schema.hpp"
 #include "control/store.hpp"
 #include "tests/support/files.hpp"
+#include "tests/support/ids.hpp"
 
 using nymph::test::read_file;
 
@@ -32,7 +33,7 @@ class StoreTest : public ::testing::Test {
   WallTime now() { return std::chrono::system_clock::now(); }
 
   std::string worker(std::vector<std::string> runners = {"process"}, std::map<std::string, std::string> tags = {},
-                     std::vector<std::string> profiles = {}, std::string launch = p::new_ulid()) {
+                     std::vector<std::string> profiles = {}, std::string launch = nymph::test::fresh_ulid()) {
     p::RegisterRequest r;
     r.launch_id = launch;
     r.hostname = "h";
@@ -247,7 +248,7 @@ TEST_F(StoreTest, LogsAreFilesBesideTheDatabaseAndOnlyCommittedBytesCount) {
 }
 
 TEST_F(StoreTest, ReregisterKeepsIdAndReconcilesRunning) {
-  std::string launch = p::new_ulid();
+  std::string launch = nymph::test::fresh_ulid();
   std::string w = worker({"process"}, {}, {}, launch);
   std::string j = submit();
   auto lease = poll(w).reply.jobs.at(0).lease_id;

@@ -4,13 +4,14 @@
 #include <boost/json/parse.hpp>
 
 #include "protocol/protocol.hpp"
+#include "tests/support/ids.hpp"
 
 namespace p = nymph::protocol;
 namespace json = boost::json;
 
 TEST(Protocol, RegisterRequestRoundTrip) {
   p::RegisterRequest r;
-  r.launch_id = p::new_ulid();
+  r.launch_id = nymph::test::fresh_ulid();
   r.hostname = "login1";
   r.pid = 42;
   r.runners = {"process", "slurm"};
@@ -128,10 +129,10 @@ TEST(Protocol, ErrorDocument) {
 }
 
 TEST(Protocol, IdsAndUlids) {
-  std::string u = p::new_ulid();
+  std::string u = nymph::test::fresh_ulid();
   EXPECT_EQ(u.size(), 26u);
   EXPECT_TRUE(p::is_valid_id(u));
-  EXPECT_NE(u, p::new_ulid());
+  EXPECT_NE(u, nymph::test::fresh_ulid());
   EXPECT_FALSE(p::is_valid_id(""));
   EXPECT_FALSE(p::is_valid_id("a/b"));
   EXPECT_FALSE(p::is_valid_id(std::string(129, 'a')));
