@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <cmath>
-
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -11,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "agent/backoff.hpp"
+#include "agent/job_mapping.hpp"
 #include "agent/notifier.hpp"
 #include "agent/outbox.hpp"
 #include "agent/status_file.hpp"
@@ -27,41 +26,6 @@ using runners::Stream;
 namespace {
 
 constexpr std::size_t kMaxLogUpload = 1 << 20;  // bytes per log PUT (the protocol allows 8 MiB)
-
-protocol::EventState to_event_state(JobState s) {
-  switch (s) {
-    case JobState::pending: return protocol::EventState::pending;
-    case JobState::running: return protocol::EventState::running;
-    case JobState::succeeded: return protocol::EventState::succeeded;
-    case JobState::failed: return protocol::EventState::failed;
-    case JobState::cancelled: return protocol::EventState::cancelled;
-    case JobState::lost: return protocol::EventState::lost;
-  }
-  return protocol::EventState::failed;
-}
-
-runners::JobSpec to_runner_spec(const protocol::JobAssignment& j) {
-  runners::JobSpec spec;
-  spec.job_id = j.job_id;
-  spec.attempt = j.attempt;
-  spec.lease_id = j.lease_id;
-  spec.kind = j.kind;
-  if (j.spec.argv) spec.argv = *j.spec.argv;
-  spec.command = j.spec.command;
-  spec.env = j.spec.env;
-  if (j.spec.timeout_s) spec.timeout = std::chrono::seconds(static_cast<long long>(std::ceil(*j.spec.timeout_s)));
-  if (auto it = j.spec.run_config.find("slurm"); it != j.spec.run_config.end() && it->value().is_object())
-    spec.slurm_options = it->value().as_object();
-  if (j.spec.payload) {
-    spec.profile = j.spec.payload->profile;
-    spec.parameters = j.spec.payload->parameters;
-  }
-  return spec;
-}
-
-runners::StopReason to_stop_reason(protocol::CancelReason r) {
-  return r == protocol::CancelReason::user ? runners::StopReason::user_cancel : runners::StopReason::lease_lost;
-}
 
 }  // namespace
 
@@ -370,9 +334,8 @@ struct Daemon::Impl {
     handle_cancel_orders(reply.cancel);
     for (auto& job : reply.jobs) start_attempt(std::move(job));
     if (reply.directive) {
-      auto d = *reply.directive == protocol::Directive::kill ? Directive::kill : Directive::drain;
       log->info("control plane directive: {}", protocol::to_string(*reply.directive));
-      apply(lifecycle.on_directive(d, Clock::now()));
+      apply(lifecycle.on_directive(to_directive(*reply.directive), Clock::now()));
     }
   }
 
@@ -457,27 +420,14 @@ struct Daemon::Impl {
     write_status();
   }
 
-  protocol::EventRequest to_event(const Attempt& a, const OutboxEvent& e) const {
-    protocol::EventRequest r;
-    r.lease_id = a.lease_id;
-    r.seq = e.seq;
-    r.state = to_event_state(e.update.state);
-    r.exit_code = e.update.exit_code;
-    r.signal = e.update.signal;
-    r.message = e.update.message;
-    r.slurm_job_id = e.update.slurm_job_id;
-    r.result = e.update.result;
-    r.at = protocol::format_time(e.at);
-    return r;
-  }
-
   asio::awaitable<CallResult<void>> upload(Attempt& a, const Upload& u) {
     if (u.kind == Upload::Kind::event) {
-      auto r = co_await cp.send_event(a.job_id, to_event(a, *u.event));
+      const OutboxEvent& e = *u.event;
+      auto r = co_await cp.send_event(a.job_id, to_event(a.lease_id, e.seq, e.update, e.at));
       if (!r) co_return r.error();
       co_return CallResult<void>{};
     }
-    auto r = co_await cp.put_log(a.job_id, std::string(to_string(u.stream)), u.offset, a.lease_id, std::string(u.bytes));
+    auto r = co_await cp.put_log(a.job_id, to_log_stream(u.stream), u.offset, a.lease_id, std::string(u.bytes));
     if (!r) co_return r.error();
     co_return CallResult<void>{};
   }
@@ -584,7 +534,7 @@ struct Daemon::Impl {
   NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
   asio::awaitable<void> report_exit(Clock::time_point deadline) {
     protocol::ExitRequest x;
-    x.exit_reason = *protocol::parse_exit_reason(to_string(*lifecycle.exit_reason()));
+    x.exit_reason = to_wire_exit_reason(*lifecycle.exit_reason());
     x.message = lifecycle.message();
     Backoff retry({settings.backoff_initial, std::chrono::milliseconds(5000)});
     while (true) {
