@@ -51,9 +51,9 @@ struct Attempt {
   int number = 1;
   runners::Runner* runner = nullptr;
   runners::JobSpec spec;
-  std::function<asio::awaitable<JobUpdate>(runners::JobReporter&)> resume;  // adopted attempts
-  std::function<asio::awaitable<void>()> abandon;                         // adopted attempts
-  bool adopted_pending = false;  // adopted, waiting for the registration reply
+  // Set for an attempt a previous agent left running: taken back through runner->resumable().
+  std::optional<runners::InFlightAttempt> left_running;
+  bool adopted_pending = false;  // left running, waiting for the registration reply
   AttemptOutbox outbox;
   Notifier wake;     // the shipper waits here for something to send
   Notifier drained;  // producers wait here for buffer space
@@ -61,9 +61,18 @@ struct Attempt {
   bool run_active = false;
   bool shipper_active = false;
   bool fenced = false;     // the control plane no longer accepts this lease
-  bool detached = false;   // left running at a manager stop (Slurm): nothing more is reported
+  bool detached = false;   // left running at a manager stop (survives_agent): nothing more is reported
   bool abandoned = false;  // the daemon is exiting and gave up delivering
   bool stopped() const { return fenced || detached || abandoned; }
+  // Whether its runner's jobs end with the agent (false for a refused attempt, which has no runner).
+  bool stops_with_agent() const { return runner && runner->lifetime() == runners::Lifetime::stops_with_agent; }
+  // Whether its runner's jobs outlive the agent (false for a refused attempt).
+  bool survives_agent() const { return runner && runner->lifetime() == runners::Lifetime::survives_agent; }
+  // Wakes the shipper and any producer waiting for buffer space, after a flag changed.
+  void wake_all() {
+    wake.notify();
+    drained.notify();
+  }
 };
 
 void AttemptReporter::update(JobUpdate u) {
@@ -81,7 +90,7 @@ asio::awaitable<void> AttemptReporter::output(Stream stream, std::uint64_t offse
 
 struct Daemon::Impl {
   Impl(asio::any_io_executor ex, DaemonSettings s, ControlPlane& cp, std::map<std::string, runners::Runner*> r,
-       std::shared_ptr<spdlog::logger> log, std::vector<AdoptedAttempt> adopted)
+       std::shared_ptr<spdlog::logger> log)
       : ex(ex),
         settings(std::move(s)),
         cp(cp),
@@ -91,19 +100,24 @@ struct Daemon::Impl {
         backoff({settings.backoff_initial, settings.backoff_max}),
         state_changed(ex),
         background_done(ex) {
-    for (auto& x : adopted) {
-      auto a = std::make_unique<Attempt>(ex, settings);
-      a->job_id = x.job_id;
-      a->lease_id = x.lease_id;
-      a->number = x.attempt;
-      a->runner_name = x.runner;
-      auto it = runners.find(x.runner);
-      a->runner = it == runners.end() ? nullptr : it->second;
-      a->resume = std::move(x.resume);
-      a->abandon = std::move(x.abandon);
-      a->adopted_pending = true;
-      attempts.emplace(x.job_id, std::move(a));
-    }
+    for (const auto& [name, runner] : runners)
+      if (auto* resumable = runner->resumable())
+        for (auto& left : resumable->in_flight()) adopt(name, runner, std::move(left));
+  }
+
+  // Takes in hand an attempt a previous run left running; registration lists it, and the control plane's
+  // answer decides whether it is resumed or abandoned.
+  void adopt(const std::string& runner_name, runners::Runner* runner, runners::InFlightAttempt left) {
+    const std::string id = left.job_id;
+    auto a = std::make_unique<Attempt>(ex, settings);
+    a->job_id = id;
+    a->lease_id = left.lease_id;
+    a->number = left.attempt;
+    a->runner_name = runner_name;
+    a->runner = runner;
+    a->left_running = std::move(left);
+    a->adopted_pending = true;
+    attempts.emplace(id, std::move(a));
   }
 
   asio::any_io_executor ex;
@@ -126,11 +140,20 @@ struct Daemon::Impl {
 
   // ---- bookkeeping ---------------------------------------------------------------------------------------
 
-  int active_runs(std::string_view runner) const {
+  // Attempts inside their runner's run() (or resume()) that satisfy `pred`.
+  template <class Pred>
+  int active_runs_where(Pred pred) const {
     int n = 0;
     for (const auto& [id, a] : attempts)
-      if (a->run_active && (runner.empty() || a->runner_name == runner)) ++n;
+      if (a->run_active && pred(*a)) ++n;
     return n;
+  }
+  int active_runs() const {
+    return active_runs_where([](const Attempt&) { return true; });
+  }
+  // Counts against a runner's advertised capacity, which is keyed by its name.
+  int active_runs_on(const std::string& runner_name) const {
+    return active_runs_where([&](const Attempt& a) { return a.runner_name == runner_name; });
   }
 
   void write_status() {
@@ -143,7 +166,7 @@ struct Daemon::Impl {
                     .message = lifecycle.message(),
                     .started_at = started_at,
                     .updated_at = std::chrono::system_clock::now(),
-                    .running_jobs = active_runs("")};
+                    .running_jobs = active_runs()};
     if (lifecycle.phase() == Phase::exited && lifecycle.exit_reason())
       st.exit_reason = std::string(to_string(*lifecycle.exit_reason()));
     // Only a change of state or exit reason is fsync'ed: the running-jobs count changes with every job.
@@ -172,10 +195,7 @@ struct Daemon::Impl {
   }
 
   void apply(LifecycleActions actions) {
-    if (actions.kill_process_jobs) {
-      for (auto& [id, a] : attempts)
-        if (a->run_active && a->runner_name == "process") a->runner->stop(id, runners::StopReason::shutdown);
-    }
+    if (actions.kill_process_jobs) stop_attempts_that_stop_with_the_agent();
     if (actions.exit_now && !exiting) {
       exiting = true;
       log->info("exiting: {} ({})", to_string(*lifecycle.exit_reason()), lifecycle.message());
@@ -184,6 +204,12 @@ struct Daemon::Impl {
     poll_cancel.emit(asio::cancellation_type::terminal);
     state_changed.notify();
     write_status();
+  }
+
+  // Stops (StopReason::shutdown) every running attempt whose runner's jobs end with the agent.
+  void stop_attempts_that_stop_with_the_agent() {
+    for (auto& [id, a] : attempts)
+      if (a->run_active && a->stops_with_agent()) a->runner->stop(id, runners::StopReason::shutdown);
   }
 
   void fatal(const std::string& message) {
@@ -225,8 +251,7 @@ struct Daemon::Impl {
       }
       if (c.reason == protocol::CancelReason::lease_lost) a.fenced = true;
       if (a.run_active) a.runner->stop(a.job_id, to_stop_reason(c.reason));
-      a.wake.notify();
-      a.drained.notify();
+      a.wake_all();
     }
   }
 
@@ -274,7 +299,8 @@ struct Daemon::Impl {
   }
 
   asio::awaitable<void> abandon_attempt(Attempt* a) {
-    co_await a->abandon();
+    auto r = co_await a->runner->resumable()->abandon(*a->left_running);
+    if (!r) log->warn("job {}: could not give up attempt {}: {}", a->job_id, a->number, r.error().message);
     a->run_active = false;
     a->detached = true;  // nothing to report: the control plane already gave the attempt up
     finish_if_done(a);
@@ -285,7 +311,7 @@ struct Daemon::Impl {
   protocol::PollRequest make_poll_request() const {
     protocol::PollRequest p;
     bool accepting = lifecycle.accepting_jobs();
-    for (const auto& [name, cap] : settings.capacity) p.free[name] = accepting ? std::max(0, cap - active_runs(name)) : 0;
+    for (const auto& [name, cap] : settings.capacity) p.free[name] = accepting ? std::max(0, cap - active_runs_on(name)) : 0;
     for (const auto& [id, a] : attempts)
       if (!a->stopped()) p.running.push_back({a->job_id, a->lease_id});
     p.draining = !accepting;
@@ -356,40 +382,43 @@ struct Daemon::Impl {
     a->number = job.attempt;
     a->runner_name = job.runner;
     a->spec = to_runner_spec(job);
-    auto runner = runners.find(job.runner);
-    std::optional<std::string> refusal;
-    if (runner == runners.end()) {
-      refusal = "runner '" + job.runner + "' is not available on this worker";
-    } else if (job.runner == "process" &&
-               !lifecycle.fits_before_walltime(a->spec.timeout ? std::optional<std::chrono::milliseconds>(*a->spec.timeout)
-                                                               : std::nullopt,
-                                               Clock::now())) {
-      refusal = "the job's timeout does not fit before this worker's allocation ends";
-    } else {
-      a->runner = runner->second;
-    }
+    auto runner = runner_for(*a);
+    if (runner) a->runner = *runner;
     log->info("job {}: attempt {} on runner {}", a->job_id, a->number, a->runner_name);
     Attempt* raw = a.get();
     attempts.emplace(job.job_id, std::move(a));
     // Both flags are set before either coroutine starts: co_spawn may run one inline up to its first
     // suspension, and the attempt is removed as soon as neither is active. `raw` is not used afterwards.
     raw->shipper_active = true;
-    if (refusal)
-      raw->outbox.push_event(JobUpdate{.state = JobState::failed, .message = *refusal}, std::chrono::system_clock::now(),
-                             Clock::now());
+    if (!runner)
+      raw->outbox.push_event(JobUpdate{.state = JobState::failed, .message = runner.error().message},
+                             std::chrono::system_clock::now(), Clock::now());
     else
       raw->run_active = true;
     std::string id = raw->job_id;
     spawn(ship(raw), "delivery for job " + id);
-    if (!refusal) spawn(run_attempt(raw), "job " + id);
+    if (runner) spawn(run_attempt(raw), "job " + id);
     state_changed.notify();
+  }
+
+  // The runner that runs `a`, or why `a` cannot start on this worker: its runner is not here, or its job
+  // stops with the agent and its timeout does not fit before the allocation ends.
+  Result<runners::Runner*> runner_for(const Attempt& a) const {
+    auto it = runners.find(a.runner_name);
+    if (it == runners.end()) return fail("runner '" + a.runner_name + "' is not available on this worker");
+    std::optional<std::chrono::milliseconds> timeout;
+    if (a.spec.timeout) timeout = *a.spec.timeout;
+    const bool stops_with_agent = it->second->lifetime() == runners::Lifetime::stops_with_agent;
+    if (stops_with_agent && !lifecycle.fits_before_walltime(timeout, Clock::now()))
+      return fail("the job's timeout does not fit before this worker's allocation ends");
+    return it->second;
   }
 
   asio::awaitable<void> run_attempt(Attempt* a) {
     JobUpdate final_update;
     try {
-      if (a->resume)
-        final_update = co_await a->resume(a->reporter);
+      if (a->left_running)
+        final_update = co_await a->runner->resumable()->resume(*a->left_running, a->reporter);
       else
         final_update = co_await a->runner->run(a->spec, a->reporter);
     } catch (const std::exception& e) {
@@ -500,29 +529,34 @@ struct Daemon::Impl {
   }
 
   void apply_tick() {
-    auto actions = lifecycle.on_tick(active_runs("process"), active_runs(""), Clock::now());
+    auto actions = lifecycle.on_tick(active_runs_where([](const Attempt& a) { return a.stops_with_agent(); }),
+                                     active_runs(), Clock::now());
     if (actions.kill_process_jobs || actions.exit_now) apply(actions);
+  }
+
+  // Leaves running every running attempt whose runner's jobs survive the agent: a manager stop never cancels
+  // them (sbatch jobs), nothing more is reported, and a restarted agent resumes them.
+  void detach_attempts_that_survive_the_agent() {
+    for (auto& [id, a] : attempts) {
+      if (a->run_active && a->survives_agent()) {
+        a->detached = true;
+        a->runner->stop(id, runners::StopReason::shutdown);
+        a->wake_all();
+      }
+    }
   }
 
   // Stops what must stop, delivers what can be delivered within the exit budget, and reports the exit.
   asio::awaitable<void> shut_down() {
     poll_cancel.emit(asio::cancellation_type::terminal);
     std::erase_if(attempts, [](const auto& entry) { return entry.second->adopted_pending; });  // never started
-    for (auto& [id, a] : attempts) {
-      if (a->runner_name != "process" && a->run_active) {
-        a->detached = true;  // a manager stop never cancels Slurm jobs; a restart resumes them
-        a->runner->stop(id, runners::StopReason::shutdown);
-        a->wake.notify();
-        a->drained.notify();
-      }
-    }
+    detach_attempts_that_survive_the_agent();
     auto deadline = Clock::now() + settings.exit_delivery_timeout;
     while (!attempts.empty() && Clock::now() < deadline) co_await state_changed.wait(deadline);
     for (auto& [id, a] : attempts) {
       a->abandoned = true;
-      if (a->run_active && a->runner_name == "process") a->runner->stop(id, runners::StopReason::shutdown);
-      a->wake.notify();
-      a->drained.notify();
+      if (a->run_active && a->stops_with_agent()) a->runner->stop(id, runners::StopReason::shutdown);
+      a->wake_all();
     }
     if (!worker_id.empty() && lifecycle.exit_reason() && *lifecycle.exit_reason() != ExitReason::error)
       co_await report_exit(deadline);
@@ -564,10 +598,8 @@ struct Daemon::Impl {
 };
 
 Daemon::Daemon(asio::any_io_executor ex, DaemonSettings settings, ControlPlane& control_plane,
-               std::map<std::string, runners::Runner*> runners, std::shared_ptr<spdlog::logger> log,
-               std::vector<AdoptedAttempt> adopted)
-    : impl_(std::make_unique<Impl>(ex, std::move(settings), control_plane, std::move(runners), std::move(log),
-                                   std::move(adopted))) {}
+               std::map<std::string, runners::Runner*> runners, std::shared_ptr<spdlog::logger> log)
+    : impl_(std::make_unique<Impl>(ex, std::move(settings), control_plane, std::move(runners), std::move(log))) {}
 
 Daemon::~Daemon() = default;
 
