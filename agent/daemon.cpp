@@ -8,10 +8,11 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "agent/attempt.hpp"
 #include "agent/backoff.hpp"
+#include "agent/delivery.hpp"
 #include "agent/job_mapping.hpp"
 #include "agent/notifier.hpp"
-#include "agent/outbox.hpp"
 #include "agent/status_file.hpp"
 #include "common/coroutine_warning.hpp"
 #include "nymph/version.hpp"
@@ -21,72 +22,6 @@ namespace nymph::agent {
 namespace asio = boost::asio;
 using runners::JobState;
 using runners::JobUpdate;
-using runners::Stream;
-
-namespace {
-
-constexpr std::size_t kMaxLogUpload = 1 << 20;  // bytes per log PUT (the protocol allows 8 MiB)
-
-}  // namespace
-
-struct Attempt;
-
-// Hands what a runner produces to the attempt's outbox, slowing the job down when the backlog is full.
-class AttemptReporter final : public runners::JobReporter {
- public:
-  AttemptReporter(Attempt& attempt, std::size_t bound) : attempt_(attempt), bound_(bound) {}
-  void update(JobUpdate u) override;
-  asio::awaitable<void> output(Stream stream, std::uint64_t offset, std::string bytes) override;
-
- private:
-  Attempt& attempt_;
-  std::size_t bound_;
-};
-
-// One attempt in hand: from the poll reply that assigned it until its final event is acknowledged.
-struct Attempt {
-  Attempt(asio::any_io_executor ex, const DaemonSettings& s)
-      : outbox(kMaxLogUpload, s.progress_event_hold), wake(ex), drained(ex), reporter(*this, s.max_buffered_output) {}
-  std::string job_id, lease_id, runner_name;
-  int number = 1;
-  runners::Runner* runner = nullptr;
-  runners::JobSpec spec;
-  // Set for an attempt a previous agent left running: taken back through runner->resumable().
-  std::optional<runners::InFlightAttempt> left_running;
-  bool adopted_pending = false;  // left running, waiting for the registration reply
-  AttemptOutbox outbox;
-  Notifier wake;     // the shipper waits here for something to send
-  Notifier drained;  // producers wait here for buffer space
-  AttemptReporter reporter;
-  bool run_active = false;
-  bool shipper_active = false;
-  bool fenced = false;     // the control plane no longer accepts this lease
-  bool detached = false;   // left running at a manager stop (survives_agent): nothing more is reported
-  bool abandoned = false;  // the daemon is exiting and gave up delivering
-  bool stopped() const { return fenced || detached || abandoned; }
-  // Whether its runner's jobs end with the agent (false for a refused attempt, which has no runner).
-  bool stops_with_agent() const { return runner && runner->lifetime() == runners::Lifetime::stops_with_agent; }
-  // Whether its runner's jobs outlive the agent (false for a refused attempt).
-  bool survives_agent() const { return runner && runner->lifetime() == runners::Lifetime::survives_agent; }
-  // Wakes the shipper and any producer waiting for buffer space, after a flag changed.
-  void wake_all() {
-    wake.notify();
-    drained.notify();
-  }
-};
-
-void AttemptReporter::update(JobUpdate u) {
-  if (attempt_.stopped() || runners::is_final(u.state)) return;  // final updates are run()'s return value
-  attempt_.outbox.push_event(std::move(u), std::chrono::system_clock::now(), Clock::now());
-  attempt_.wake.notify();
-}
-
-asio::awaitable<void> AttemptReporter::output(Stream stream, std::uint64_t offset, std::string bytes) {
-  if (attempt_.stopped()) co_return;
-  attempt_.outbox.push_output(stream, offset, bytes);
-  attempt_.wake.notify();
-  while (attempt_.outbox.buffered_bytes() > bound_ && !attempt_.stopped()) co_await attempt_.drained.wait();
-}
 
 struct Daemon::Impl {
   Impl(asio::any_io_executor ex, DaemonSettings s, ControlPlane& cp, std::map<std::string, runners::Runner*> r,
@@ -449,74 +384,18 @@ struct Daemon::Impl {
     write_status();
   }
 
-  asio::awaitable<CallResult<void>> upload(Attempt& a, const Upload& u) {
-    if (u.kind == Upload::Kind::event) {
-      const OutboxEvent& e = *u.event;
-      auto r = co_await cp.send_event(a.job_id, to_event(a.lease_id, e.seq, e.update, e.at));
-      if (!r) co_return r.error();
-      co_return CallResult<void>{};
-    }
-    auto r = co_await cp.put_log(a.job_id, to_log_stream(u.stream), u.offset, a.lease_id, std::string(u.bytes));
-    if (!r) co_return r.error();
-    co_return CallResult<void>{};
-  }
-
-  // Delivers one attempt's events and logs in order until its final event is acknowledged, retrying
-  // transient failures for as long as it takes.
-  NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
+  // Delivers one attempt's events and logs (see deliver()), then lets the attempt go when its run is over.
   asio::awaitable<void> ship(Attempt* a) {
-    Backoff retry({settings.backoff_initial, settings.backoff_max});
-    while (!a->stopped()) {
-      auto u = a->outbox.next_upload(Clock::now());
-      if (!u) {
-        if (a->outbox.finished() || (!a->run_active && !a->outbox.has_final())) break;
-        co_await a->wake.wait(a->outbox.held_until(Clock::now()));
-        continue;
-      }
-      auto r = co_await upload(*a, *u);
-      if (a->stopped()) break;
-      if (r) {
-        retry.reset();
-        a->outbox.acknowledged(*u);
-        a->drained.notify();
-        continue;
-      }
-      const auto& err = r.error();
-      switch (err.kind) {
-        case CallFailure::fenced:
-          log->warn("job {}: lease {} is no longer current ({}); stopping the attempt", a->job_id, a->lease_id, err.message);
-          a->fenced = true;
-          if (a->run_active) a->runner->stop(a->job_id, runners::StopReason::lease_lost);
-          break;
-        case CallFailure::log_gap:
-          if (!a->outbox.expected_offset(u->stream, *err.expected_offset)) {
-            log->error("job {}: control plane expects {} offset {}, which this agent no longer has", a->job_id,
-                       to_string(u->stream), *err.expected_offset);
-            a->fenced = true;
-          }
-          break;
-        case CallFailure::unauthorized:
-          fatal("control plane refused the token: " + err.message);
-          a->abandoned = true;
-          break;
-        case CallFailure::rejected:
-        case CallFailure::worker_unknown:
-          log->error("job {}: dropping an upload the control plane rejects: {}", a->job_id, err.message);
-          a->outbox.acknowledged(*u);
-          break;
-        case CallFailure::transient: {
-          auto delay = retry.next_delay();
-          log->warn("job {}: {}; retrying in {} ms", a->job_id, err.message, delay.count());
-          co_await state_changed.wait(Clock::now() + delay);
-          break;
-        }
-      }
+    DeliveryContext context{cp, {settings.backoff_initial, settings.backoff_max}, state_changed, *log};
+    auto refused = co_await deliver(*a, context);
+    if (refused) {
+      fatal("control plane refused the token: " + *refused);
+      a->abandoned = true;
     }
     a->shipper_active = false;
     a->drained.notify();
     finish_if_done(a);
   }
-  NYMPH_GCC_PR109224_END
 
   // ---- lifecycle driver ----------------------------------------------------------------------------------
 
