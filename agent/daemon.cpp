@@ -2,17 +2,16 @@
 
 #include <unistd.h>
 
-#include <cmath>
-
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "agent/attempt.hpp"
 #include "agent/backoff.hpp"
-#include "common/notifier.hpp"
-#include "agent/outbox.hpp"
+#include "agent/delivery.hpp"
+#include "agent/job_mapping.hpp"
 #include "agent/status_file.hpp"
 #include "common/coroutine_warning.hpp"
 #include "nymph/version.hpp"
@@ -22,102 +21,10 @@ namespace nymph::agent {
 namespace asio = boost::asio;
 using runners::JobState;
 using runners::JobUpdate;
-using runners::Stream;
-
-namespace {
-
-constexpr std::size_t kMaxLogUpload = 1 << 20;  // bytes per log PUT (the protocol allows 8 MiB)
-
-protocol::EventState to_event_state(JobState s) {
-  switch (s) {
-    case JobState::pending: return protocol::EventState::pending;
-    case JobState::running: return protocol::EventState::running;
-    case JobState::succeeded: return protocol::EventState::succeeded;
-    case JobState::failed: return protocol::EventState::failed;
-    case JobState::cancelled: return protocol::EventState::cancelled;
-    case JobState::lost: return protocol::EventState::lost;
-  }
-  return protocol::EventState::failed;
-}
-
-runners::JobSpec to_runner_spec(const protocol::JobAssignment& j) {
-  runners::JobSpec spec;
-  spec.job_id = j.job_id;
-  spec.attempt = j.attempt;
-  spec.lease_id = j.lease_id;
-  spec.kind = j.kind;
-  if (j.spec.argv) spec.argv = *j.spec.argv;
-  spec.command = j.spec.command;
-  spec.env = j.spec.env;
-  if (j.spec.timeout_s) spec.timeout = std::chrono::seconds(static_cast<long long>(std::ceil(*j.spec.timeout_s)));
-  if (auto it = j.spec.run_config.find("slurm"); it != j.spec.run_config.end() && it->value().is_object())
-    spec.slurm_options = it->value().as_object();
-  if (j.spec.payload) {
-    spec.profile = j.spec.payload->profile;
-    spec.parameters = j.spec.payload->parameters;
-  }
-  return spec;
-}
-
-runners::StopReason to_stop_reason(protocol::CancelReason r) {
-  return r == protocol::CancelReason::user ? runners::StopReason::user_cancel : runners::StopReason::lease_lost;
-}
-
-}  // namespace
-
-struct Attempt;
-
-// Hands what a runner produces to the attempt's outbox, slowing the job down when the backlog is full.
-class AttemptReporter final : public runners::JobReporter {
- public:
-  AttemptReporter(Attempt& attempt, std::size_t bound) : attempt_(attempt), bound_(bound) {}
-  void update(JobUpdate u) override;
-  asio::awaitable<void> output(Stream stream, std::uint64_t offset, std::string bytes) override;
-
- private:
-  Attempt& attempt_;
-  std::size_t bound_;
-};
-
-// One attempt in hand: from the poll reply that assigned it until its final event is acknowledged.
-struct Attempt {
-  Attempt(asio::any_io_executor ex, const DaemonSettings& s)
-      : outbox(kMaxLogUpload, s.progress_event_hold), wake(ex), drained(ex), reporter(*this, s.max_buffered_output) {}
-  std::string job_id, lease_id, runner_name;
-  int number = 1;
-  runners::Runner* runner = nullptr;
-  runners::JobSpec spec;
-  std::function<asio::awaitable<JobUpdate>(runners::JobReporter&)> resume;  // adopted attempts
-  std::function<asio::awaitable<void>()> abandon;                         // adopted attempts
-  bool adopted_pending = false;  // adopted, waiting for the registration reply
-  AttemptOutbox outbox;
-  Notifier wake;     // the shipper waits here for something to send
-  Notifier drained;  // producers wait here for buffer space
-  AttemptReporter reporter;
-  bool run_active = false;
-  bool shipper_active = false;
-  bool fenced = false;     // the control plane no longer accepts this lease
-  bool detached = false;   // left running at a manager stop (Slurm): nothing more is reported
-  bool abandoned = false;  // the daemon is exiting and gave up delivering
-  bool stopped() const { return fenced || detached || abandoned; }
-};
-
-void AttemptReporter::update(JobUpdate u) {
-  if (attempt_.stopped() || runners::is_final(u.state)) return;  // final updates are run()'s return value
-  attempt_.outbox.push_event(std::move(u), std::chrono::system_clock::now(), Clock::now());
-  attempt_.wake.notify();
-}
-
-asio::awaitable<void> AttemptReporter::output(Stream stream, std::uint64_t offset, std::string bytes) {
-  if (attempt_.stopped()) co_return;
-  attempt_.outbox.push_output(stream, offset, bytes);
-  attempt_.wake.notify();
-  while (attempt_.outbox.buffered_bytes() > bound_ && !attempt_.stopped()) co_await attempt_.drained.wait();
-}
 
 struct Daemon::Impl {
   Impl(asio::any_io_executor ex, DaemonSettings s, ControlPlane& cp, std::map<std::string, runners::Runner*> r,
-       std::shared_ptr<spdlog::logger> log, std::vector<AdoptedAttempt> adopted)
+       std::shared_ptr<spdlog::logger> log)
       : ex(ex),
         settings(std::move(s)),
         cp(cp),
@@ -127,19 +34,24 @@ struct Daemon::Impl {
         backoff({settings.backoff_initial, settings.backoff_max}),
         state_changed(ex),
         background_done(ex) {
-    for (auto& x : adopted) {
-      auto a = std::make_unique<Attempt>(ex, settings);
-      a->job_id = x.job_id;
-      a->lease_id = x.lease_id;
-      a->number = x.attempt;
-      a->runner_name = x.runner;
-      auto it = runners.find(x.runner);
-      a->runner = it == runners.end() ? nullptr : it->second;
-      a->resume = std::move(x.resume);
-      a->abandon = std::move(x.abandon);
-      a->adopted_pending = true;
-      attempts.emplace(x.job_id, std::move(a));
-    }
+    for (const auto& [name, runner] : runners)
+      if (auto* resumable = runner->resumable())
+        for (auto& left : resumable->in_flight()) adopt(name, runner, std::move(left));
+  }
+
+  // Takes in hand an attempt a previous run left running; registration lists it, and the control plane's
+  // answer decides whether it is resumed or abandoned.
+  void adopt(const std::string& runner_name, runners::Runner* runner, runners::InFlightAttempt left) {
+    const std::string id = left.job_id;
+    auto a = std::make_unique<Attempt>(ex, settings);
+    a->job_id = id;
+    a->lease_id = left.lease_id;
+    a->number = left.attempt;
+    a->runner_name = runner_name;
+    a->runner = runner;
+    a->left_running = std::move(left);
+    a->adopted_pending = true;
+    attempts.emplace(id, std::move(a));
   }
 
   asio::any_io_executor ex;
@@ -162,11 +74,20 @@ struct Daemon::Impl {
 
   // ---- bookkeeping ---------------------------------------------------------------------------------------
 
-  int active_runs(std::string_view runner) const {
+  // Attempts inside their runner's run() (or resume()) that satisfy `pred`.
+  template <class Pred>
+  int active_runs_where(Pred pred) const {
     int n = 0;
     for (const auto& [id, a] : attempts)
-      if (a->run_active && (runner.empty() || a->runner_name == runner)) ++n;
+      if (a->run_active && pred(*a)) ++n;
     return n;
+  }
+  int active_runs() const {
+    return active_runs_where([](const Attempt&) { return true; });
+  }
+  // Counts against a runner's advertised capacity, which is keyed by its name.
+  int active_runs_on(const std::string& runner_name) const {
+    return active_runs_where([&](const Attempt& a) { return a.runner_name == runner_name; });
   }
 
   void write_status() {
@@ -179,7 +100,7 @@ struct Daemon::Impl {
                     .message = lifecycle.message(),
                     .started_at = started_at,
                     .updated_at = std::chrono::system_clock::now(),
-                    .running_jobs = active_runs("")};
+                    .running_jobs = active_runs()};
     if (lifecycle.phase() == Phase::exited && lifecycle.exit_reason())
       st.exit_reason = std::string(to_string(*lifecycle.exit_reason()));
     // Only a change of state or exit reason is fsync'ed: the running-jobs count changes with every job.
@@ -208,10 +129,7 @@ struct Daemon::Impl {
   }
 
   void apply(LifecycleActions actions) {
-    if (actions.kill_process_jobs) {
-      for (auto& [id, a] : attempts)
-        if (a->run_active && a->runner_name == "process") a->runner->stop(id, runners::StopReason::shutdown);
-    }
+    if (actions.kill_process_jobs) stop_attempts_that_stop_with_the_agent();
     if (actions.exit_now && !exiting) {
       exiting = true;
       log->info("exiting: {} ({})", to_string(*lifecycle.exit_reason()), lifecycle.message());
@@ -220,6 +138,12 @@ struct Daemon::Impl {
     poll_cancel.emit(asio::cancellation_type::terminal);
     state_changed.notify();
     write_status();
+  }
+
+  // Stops (StopReason::shutdown) every running attempt whose runner's jobs end with the agent.
+  void stop_attempts_that_stop_with_the_agent() {
+    for (auto& [id, a] : attempts)
+      if (a->run_active && a->stops_with_agent()) a->runner->stop(id, runners::StopReason::shutdown);
   }
 
   void fatal(const std::string& message) {
@@ -261,8 +185,7 @@ struct Daemon::Impl {
       }
       if (c.reason == protocol::CancelReason::lease_lost) a.fenced = true;
       if (a.run_active) a.runner->stop(a.job_id, to_stop_reason(c.reason));
-      a.wake.notify();
-      a.drained.notify();
+      a.wake_all();
     }
   }
 
@@ -310,7 +233,8 @@ struct Daemon::Impl {
   }
 
   asio::awaitable<void> abandon_attempt(Attempt* a) {
-    co_await a->abandon();
+    auto r = co_await a->runner->resumable()->abandon(*a->left_running);
+    if (!r) log->warn("job {}: could not give up attempt {}: {}", a->job_id, a->number, r.error().message);
     a->run_active = false;
     a->detached = true;  // nothing to report: the control plane already gave the attempt up
     finish_if_done(a);
@@ -321,7 +245,7 @@ struct Daemon::Impl {
   protocol::PollRequest make_poll_request() const {
     protocol::PollRequest p;
     bool accepting = lifecycle.accepting_jobs();
-    for (const auto& [name, cap] : settings.capacity) p.free[name] = accepting ? std::max(0, cap - active_runs(name)) : 0;
+    for (const auto& [name, cap] : settings.capacity) p.free[name] = accepting ? std::max(0, cap - active_runs_on(name)) : 0;
     for (const auto& [id, a] : attempts)
       if (!a->stopped()) p.running.push_back({a->job_id, a->lease_id});
     p.draining = !accepting;
@@ -370,9 +294,8 @@ struct Daemon::Impl {
     handle_cancel_orders(reply.cancel);
     for (auto& job : reply.jobs) start_attempt(std::move(job));
     if (reply.directive) {
-      auto d = *reply.directive == protocol::Directive::kill ? Directive::kill : Directive::drain;
       log->info("control plane directive: {}", protocol::to_string(*reply.directive));
-      apply(lifecycle.on_directive(d, Clock::now()));
+      apply(lifecycle.on_directive(to_directive(*reply.directive), Clock::now()));
     }
   }
 
@@ -393,40 +316,43 @@ struct Daemon::Impl {
     a->number = job.attempt;
     a->runner_name = job.runner;
     a->spec = to_runner_spec(job);
-    auto runner = runners.find(job.runner);
-    std::optional<std::string> refusal;
-    if (runner == runners.end()) {
-      refusal = "runner '" + job.runner + "' is not available on this worker";
-    } else if (job.runner == "process" &&
-               !lifecycle.fits_before_walltime(a->spec.timeout ? std::optional<std::chrono::milliseconds>(*a->spec.timeout)
-                                                               : std::nullopt,
-                                               Clock::now())) {
-      refusal = "the job's timeout does not fit before this worker's allocation ends";
-    } else {
-      a->runner = runner->second;
-    }
+    auto runner = runner_for(*a);
+    if (runner) a->runner = *runner;
     log->info("job {}: attempt {} on runner {}", a->job_id, a->number, a->runner_name);
     Attempt* raw = a.get();
     attempts.emplace(job.job_id, std::move(a));
     // Both flags are set before either coroutine starts: co_spawn may run one inline up to its first
     // suspension, and the attempt is removed as soon as neither is active. `raw` is not used afterwards.
     raw->shipper_active = true;
-    if (refusal)
-      raw->outbox.push_event(JobUpdate{.state = JobState::failed, .message = *refusal}, std::chrono::system_clock::now(),
-                             Clock::now());
+    if (!runner)
+      raw->outbox.push_event(JobUpdate{.state = JobState::failed, .message = runner.error().message},
+                             std::chrono::system_clock::now(), Clock::now());
     else
       raw->run_active = true;
     std::string id = raw->job_id;
     spawn(ship(raw), "delivery for job " + id);
-    if (!refusal) spawn(run_attempt(raw), "job " + id);
+    if (runner) spawn(run_attempt(raw), "job " + id);
     state_changed.notify();
+  }
+
+  // The runner that runs `a`, or why `a` cannot start on this worker: its runner is not here, or its job
+  // stops with the agent and its timeout does not fit before the allocation ends.
+  Result<runners::Runner*> runner_for(const Attempt& a) const {
+    auto it = runners.find(a.runner_name);
+    if (it == runners.end()) return fail("runner '" + a.runner_name + "' is not available on this worker");
+    std::optional<std::chrono::milliseconds> timeout;
+    if (a.spec.timeout) timeout = *a.spec.timeout;
+    const bool stops_with_agent = it->second->lifetime() == runners::Lifetime::stops_with_agent;
+    if (stops_with_agent && !lifecycle.fits_before_walltime(timeout, Clock::now()))
+      return fail("the job's timeout does not fit before this worker's allocation ends");
+    return it->second;
   }
 
   asio::awaitable<void> run_attempt(Attempt* a) {
     JobUpdate final_update;
     try {
-      if (a->resume)
-        final_update = co_await a->resume(a->reporter);
+      if (a->left_running)
+        final_update = co_await a->runner->resumable()->resume(*a->left_running, a->reporter);
       else
         final_update = co_await a->runner->run(a->spec, a->reporter);
     } catch (const std::exception& e) {
@@ -457,87 +383,18 @@ struct Daemon::Impl {
     write_status();
   }
 
-  protocol::EventRequest to_event(const Attempt& a, const OutboxEvent& e) const {
-    protocol::EventRequest r;
-    r.lease_id = a.lease_id;
-    r.seq = e.seq;
-    r.state = to_event_state(e.update.state);
-    r.exit_code = e.update.exit_code;
-    r.signal = e.update.signal;
-    r.message = e.update.message;
-    r.slurm_job_id = e.update.slurm_job_id;
-    r.result = e.update.result;
-    r.at = protocol::format_time(e.at);
-    return r;
-  }
-
-  asio::awaitable<CallResult<void>> upload(Attempt& a, const Upload& u) {
-    if (u.kind == Upload::Kind::event) {
-      auto r = co_await cp.send_event(a.job_id, to_event(a, *u.event));
-      if (!r) co_return r.error();
-      co_return CallResult<void>{};
-    }
-    auto r = co_await cp.put_log(a.job_id, std::string(to_string(u.stream)), u.offset, a.lease_id, std::string(u.bytes));
-    if (!r) co_return r.error();
-    co_return CallResult<void>{};
-  }
-
-  // Delivers one attempt's events and logs in order until its final event is acknowledged, retrying
-  // transient failures for as long as it takes.
-  NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
+  // Delivers one attempt's events and logs (see deliver()), then lets the attempt go when its run is over.
   asio::awaitable<void> ship(Attempt* a) {
-    Backoff retry({settings.backoff_initial, settings.backoff_max});
-    while (!a->stopped()) {
-      auto u = a->outbox.next_upload(Clock::now());
-      if (!u) {
-        if (a->outbox.finished() || (!a->run_active && !a->outbox.has_final())) break;
-        co_await a->wake.wait(a->outbox.held_until(Clock::now()));
-        continue;
-      }
-      auto r = co_await upload(*a, *u);
-      if (a->stopped()) break;
-      if (r) {
-        retry.reset();
-        a->outbox.acknowledged(*u);
-        a->drained.notify();
-        continue;
-      }
-      const auto& err = r.error();
-      switch (err.kind) {
-        case CallFailure::fenced:
-          log->warn("job {}: lease {} is no longer current ({}); stopping the attempt", a->job_id, a->lease_id, err.message);
-          a->fenced = true;
-          if (a->run_active) a->runner->stop(a->job_id, runners::StopReason::lease_lost);
-          break;
-        case CallFailure::log_gap:
-          if (!a->outbox.expected_offset(u->stream, *err.expected_offset)) {
-            log->error("job {}: control plane expects {} offset {}, which this agent no longer has", a->job_id,
-                       to_string(u->stream), *err.expected_offset);
-            a->fenced = true;
-          }
-          break;
-        case CallFailure::unauthorized:
-          fatal("control plane refused the token: " + err.message);
-          a->abandoned = true;
-          break;
-        case CallFailure::rejected:
-        case CallFailure::worker_unknown:
-          log->error("job {}: dropping an upload the control plane rejects: {}", a->job_id, err.message);
-          a->outbox.acknowledged(*u);
-          break;
-        case CallFailure::transient: {
-          auto delay = retry.next_delay();
-          log->warn("job {}: {}; retrying in {} ms", a->job_id, err.message, delay.count());
-          co_await state_changed.wait(Clock::now() + delay);
-          break;
-        }
-      }
+    DeliveryContext context{cp, {settings.backoff_initial, settings.backoff_max}, state_changed, *log};
+    auto refused = co_await deliver(*a, context);
+    if (refused) {
+      fatal("control plane refused the token: " + *refused);
+      a->abandoned = true;
     }
     a->shipper_active = false;
     a->drained.notify();
     finish_if_done(a);
   }
-  NYMPH_GCC_PR109224_END
 
   // ---- lifecycle driver ----------------------------------------------------------------------------------
 
@@ -550,29 +407,34 @@ struct Daemon::Impl {
   }
 
   void apply_tick() {
-    auto actions = lifecycle.on_tick(active_runs("process"), active_runs(""), Clock::now());
+    auto actions = lifecycle.on_tick(active_runs_where([](const Attempt& a) { return a.stops_with_agent(); }),
+                                     active_runs(), Clock::now());
     if (actions.kill_process_jobs || actions.exit_now) apply(actions);
+  }
+
+  // Leaves running every running attempt whose runner's jobs survive the agent: a manager stop never cancels
+  // them (sbatch jobs), nothing more is reported, and a restarted agent resumes them.
+  void detach_attempts_that_survive_the_agent() {
+    for (auto& [id, a] : attempts) {
+      if (a->run_active && a->survives_agent()) {
+        a->detached = true;
+        a->runner->stop(id, runners::StopReason::shutdown);
+        a->wake_all();
+      }
+    }
   }
 
   // Stops what must stop, delivers what can be delivered within the exit budget, and reports the exit.
   asio::awaitable<void> shut_down() {
     poll_cancel.emit(asio::cancellation_type::terminal);
     std::erase_if(attempts, [](const auto& entry) { return entry.second->adopted_pending; });  // never started
-    for (auto& [id, a] : attempts) {
-      if (a->runner_name != "process" && a->run_active) {
-        a->detached = true;  // a manager stop never cancels Slurm jobs; a restart resumes them
-        a->runner->stop(id, runners::StopReason::shutdown);
-        a->wake.notify();
-        a->drained.notify();
-      }
-    }
+    detach_attempts_that_survive_the_agent();
     auto deadline = Clock::now() + settings.exit_delivery_timeout;
     while (!attempts.empty() && Clock::now() < deadline) co_await state_changed.wait(deadline);
     for (auto& [id, a] : attempts) {
       a->abandoned = true;
-      if (a->run_active && a->runner_name == "process") a->runner->stop(id, runners::StopReason::shutdown);
-      a->wake.notify();
-      a->drained.notify();
+      if (a->run_active && a->stops_with_agent()) a->runner->stop(id, runners::StopReason::shutdown);
+      a->wake_all();
     }
     if (!worker_id.empty() && lifecycle.exit_reason() && *lifecycle.exit_reason() != ExitReason::error)
       co_await report_exit(deadline);
@@ -584,7 +446,7 @@ struct Daemon::Impl {
   NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
   asio::awaitable<void> report_exit(Clock::time_point deadline) {
     protocol::ExitRequest x;
-    x.exit_reason = *protocol::parse_exit_reason(to_string(*lifecycle.exit_reason()));
+    x.exit_reason = to_wire_exit_reason(*lifecycle.exit_reason());
     x.message = lifecycle.message();
     Backoff retry({settings.backoff_initial, std::chrono::milliseconds(5000)});
     while (true) {
@@ -614,10 +476,8 @@ struct Daemon::Impl {
 };
 
 Daemon::Daemon(asio::any_io_executor ex, DaemonSettings settings, ControlPlane& control_plane,
-               std::map<std::string, runners::Runner*> runners, std::shared_ptr<spdlog::logger> log,
-               std::vector<AdoptedAttempt> adopted)
-    : impl_(std::make_unique<Impl>(ex, std::move(settings), control_plane, std::move(runners), std::move(log),
-                                   std::move(adopted))) {}
+               std::map<std::string, runners::Runner*> runners, std::shared_ptr<spdlog::logger> log)
+    : impl_(std::make_unique<Impl>(ex, std::move(settings), control_plane, std::move(runners), std::move(log))) {}
 
 Daemon::~Daemon() = default;
 

@@ -4,7 +4,6 @@
 // AttemptOutbox state machines.
 #include <chrono>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -43,25 +42,15 @@ struct DaemonSettings {
   std::filesystem::path status_file;              // empty: none
 };
 
-// An attempt a previous run of this launch left running (a Slurm job found in the runner's journal). It is
-// listed at registration; the control plane either still wants it (the daemon calls `resume`) or answers
-// with a cancel order for it (the daemon calls `abandon`).
-struct AdoptedAttempt {
-  std::string job_id;
-  std::string lease_id;
-  int attempt = 1;
-  std::string runner;
-  std::function<boost::asio::awaitable<runners::JobUpdate>(runners::JobReporter&)> resume;
-  std::function<boost::asio::awaitable<void>()> abandon;
-};
-
 class Daemon {
  public:
   // `control_plane` and the runners must outlive the daemon. `runners` maps names ("process", "slurm") to
-  // runners; only these are advertised.
+  // runners; only these are advertised. What the daemon does with a runner's attempts when it stops follows
+  // the runner's lifetime(). The attempts a resumable() runner lists as in_flight() (left running by a
+  // previous run of this launch) are listed at registration; those the control plane still wants are
+  // resumed, those it answers with a cancel order for are abandoned.
   Daemon(boost::asio::any_io_executor ex, DaemonSettings settings, ControlPlane& control_plane,
-         std::map<std::string, runners::Runner*> runners, std::shared_ptr<spdlog::logger> log,
-         std::vector<AdoptedAttempt> adopted = {});
+         std::map<std::string, runners::Runner*> runners, std::shared_ptr<spdlog::logger> log);
   ~Daemon();
 
   // Runs until the lifecycle exits and returns the reason (also reported to the control plane and written

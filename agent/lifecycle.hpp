@@ -37,7 +37,7 @@ struct LifecycleConfig {
 
 // What the driver must do now (several may be true at once).
 struct LifecycleActions {
-  bool kill_process_jobs = false;  // TERM -> kill_grace -> KILL every process job, report them cancelled
+  bool kill_process_jobs = false;  // stop every job that stops with the agent (Runner::lifetime(): process jobs)
   bool exit_now = false;           // report exitReason and exit
 };
 
@@ -60,12 +60,14 @@ class Lifecycle {
   // A fatal error (401/403, unusable config discovered late): stop now with exitReason error.
   LifecycleActions on_fatal(std::string message);
   // The number of attempts this agent holds changed (or a timer fired): re-evaluates idle exit, drain
-  // deadline and walltime. `process_jobs` counts local process jobs; `all_jobs` includes Slurm jobs.
+  // deadline and walltime. `process_jobs` counts jobs that stop with the agent (Runner::lifetime(): process
+  // jobs); `all_jobs` also those that survive it (Slurm jobs).
   LifecycleActions on_tick(int process_jobs, int all_jobs, Clock::time_point now);
   // The earliest time on_tick must be called again even if nothing else happens (idle exit, drain deadline,
   // walltime lead), or nullopt.
   std::optional<Clock::time_point> next_deadline() const;
-  // Whether a process job of `timeout` started now could finish before the allocation ends.
+  // Whether a job that stops with the agent (a process job) of `timeout` started now could finish before the
+  // allocation ends.
   bool fits_before_walltime(std::optional<std::chrono::milliseconds> timeout, Clock::time_point now) const;
 
  private:

@@ -121,25 +121,6 @@ std::unique_ptr<runners::slurm::SlurmRunner> make_slurm_runner(asio::any_io_exec
   }
 }
 
-asio::awaitable<void> abandon_entry(runners::slurm::SlurmRunner& runner, runners::slurm::JournalEntry entry) {
-  co_await runner.abandon(std::move(entry));
-}
-
-// Slurm jobs a previous run of this launch submitted and did not finish: listed at registration, then resumed
-// or abandoned as the control plane decides.
-std::vector<AdoptedAttempt> adopt_journaled_attempts(runners::slurm::SlurmRunner& runner) {
-  std::vector<AdoptedAttempt> adopted;
-  for (const auto& entry : runner.in_flight()) {
-    adopted.push_back({.job_id = entry.job_id,
-                       .lease_id = entry.lease_id,
-                       .attempt = entry.attempt,
-                       .runner = "slurm",
-                       .resume = [&runner, entry](runners::JobReporter& reporter) { return runner.resume(entry, reporter); },
-                       .abandon = [&runner, entry] { return abandon_entry(runner, entry); }});
-  }
-  return adopted;
-}
-
 // A co_spawn completion that logs an escaped exception.
 auto report_failure(std::shared_ptr<spdlog::logger> log, std::string what) {
   return [log, what](std::exception_ptr e) {
@@ -230,17 +211,15 @@ int run_daemon(const RunArgs& args) {
   ioc.restart();
 
   std::unique_ptr<runners::slurm::SlurmRunner> slurm_runner;
-  std::vector<AdoptedAttempt> adopted;
-  if (probe.sbatch_path) {
+  if (probe.sbatch_path) {  // the daemon takes back the Slurm jobs its journal lists (Runner::resumable())
     slurm_runner = make_slurm_runner(ioc.get_executor(), config, profiles, cwd, log);
     settings.capacity["slurm"] = config.slurm.max_jobs;
     runner_map["slurm"] = slurm_runner.get();
-    adopted = adopt_journaled_attempts(*slurm_runner);
   }
 
   log->info("nymph {} starting: launch {}, label {}, backend {}, server {}", kVersion, settings.launch_id,
             settings.label, settings.backend, config.server.url);
-  Daemon daemon(ioc.get_executor(), std::move(settings), **control_plane, runner_map, log, std::move(adopted));
+  Daemon daemon(ioc.get_executor(), std::move(settings), **control_plane, runner_map, log);
 
   std::signal(SIGPIPE, SIG_IGN);
   asio::signal_set signals(ioc, SIGTERM, SIGINT, SIGUSR1);

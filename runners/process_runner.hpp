@@ -66,6 +66,9 @@ class ProcessRunner final : public Runner {
   // "process".
   std::string_view name() const override;
 
+  // stops_with_agent: each job is a child of the agent. Not resumable (resumable() is nullptr).
+  Lifetime lifetime() const override { return Lifetime::stops_with_agent; }
+
   // Runs one attempt (see Runner::run). Reports `running` once the process has started; stdout and stderr
   // go to reporter.output() in chunks with contiguous offsets, and the next read waits while output() is
   // suspended. Returns: succeeded (exit 0; for training only with a valid result.json, attached as

@@ -1,6 +1,7 @@
 #pragma once
 // The interface between the agent and its runners. The agent owns it (it consumes runners); runners never
 // see wire types: the agent maps protocol messages to JobSpec and JobUpdate.
+#include <any>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -12,6 +13,8 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
+
+#include "common/error.hpp"
 
 namespace nymph::runners {
 
@@ -70,12 +73,60 @@ class JobReporter {
 // Why an attempt is being stopped.
 enum class StopReason { user_cancel, lease_lost, timeout, shutdown };
 
+// How an attempt's life relates to the agent's. The agent decides by this, never by a runner's name, which
+// attempts it waits for and stops when it stops, and which it leaves running.
+enum class Lifetime {
+  // The job is the agent's child (process runner): a stopping agent lets it run for the drain grace, then
+  // stops it with StopReason::shutdown and reports it `cancelled`. Inside an allocation a job must also
+  // fit before the walltime to be started.
+  stops_with_agent,
+  // The job runs outside the agent (slurm runner): a stopping agent neither waits for it nor reports its
+  // end. stop(job, StopReason::shutdown) detaches it: run() (or resume()) returns at once with a NON-final
+  // update and the job keeps running. A later agent of the same launch takes it back through resumable().
+  survives_agent,
+};
+
+// An attempt a previous agent left running, as its runner remembers it. The agent lists job_id/lease_id
+// at registration and hands the record back unchanged to ResumableRunner::resume or abandon.
+struct InFlightAttempt {
+  std::string job_id;
+  std::string lease_id;
+  int attempt = 1;
+  std::any runner_data;  // what the runner needs to take the attempt back (slurm: its journal entry); opaque
+};
+
+// The part of a runner whose attempts survive the agent: listing what a previous agent left running, and
+// taking each one back or giving it up, as the control plane decides at registration.
+class ResumableRunner {
+ public:
+  // Attempts left running by a previous agent and not yet released or abandoned. An empty list when there
+  // are none; never throws.
+  virtual std::vector<InFlightAttempt> in_flight() const = 0;
+  // Re-attaches to `attempt` (from in_flight()) and behaves like run() from where the previous agent left
+  // it: updates and output go to `reporter` (output from the start of the job's files), stop() works on
+  // attempt.job_id, and it returns the final update (or, after stop(shutdown), a non-final one). A record
+  // this runner does not recognise, or an attempt it already tracks, is a `failed` update, not an exception.
+  virtual boost::asio::awaitable<JobUpdate> resume(InFlightAttempt attempt, JobReporter& reporter) = 0;
+  // Gives up `attempt` (from in_flight()), which the control plane no longer wants: stops the job and
+  // forgets it (no release() needed). Returns an Error naming what failed when the job could not be
+  // stopped; the attempt is then kept, and a later agent lists it again.
+  virtual boost::asio::awaitable<Result<void>> abandon(InFlightAttempt attempt) = 0;
+
+ protected:
+  ~ResumableRunner() = default;  // not owned through this interface
+};
+
 // A way of running jobs ("process", "slurm").
 class Runner {
  public:
   virtual ~Runner() = default;
-  // The runner's name as advertised at registration.
+  // The runner's name as advertised at registration (and the key of its capacity).
   virtual std::string_view name() const = 0;
+  // Whether its attempts stop with the agent or survive it (see Lifetime). Constant for a runner.
+  virtual Lifetime lifetime() const = 0;
+  // The runner's resumable part, or nullptr (the default) when a restarted agent has nothing to take back.
+  // A survives_agent runner without one leaves its jobs running unwatched after a restart.
+  virtual ResumableRunner* resumable() { return nullptr; }
   // Runs one attempt to its end and returns its final update (succeeded / failed / cancelled / lost).
   // Bad input (invalid spec, missing executable, unwritable work dir) is a `failed` outcome with a message,
   // never an exception. All output has been handed to `reporter` before this returns.

@@ -272,7 +272,22 @@ asio::awaitable<JobUpdate> SlurmRunner::resume(JournalEntry entry, JobReporter& 
   co_return co_await follow(a, from);
 }
 
-asio::awaitable<Result<void>> SlurmRunner::abandon(JournalEntry entry) {
+std::vector<InFlightAttempt> SlurmRunner::in_flight() const {
+  std::vector<InFlightAttempt> records;
+  for (const auto& e : in_flight_) records.push_back({e.job_id, e.lease_id, e.attempt, e});
+  return records;
+}
+
+asio::awaitable<JobUpdate> SlurmRunner::resume(InFlightAttempt attempt, JobReporter& reporter) {
+  const auto* entry = std::any_cast<JournalEntry>(&attempt.runner_data);
+  if (!entry) co_return failed_update("job " + attempt.job_id + ": not an attempt journaled by the slurm runner");
+  co_return co_await resume(*entry, reporter);
+}
+
+asio::awaitable<Result<void>> SlurmRunner::abandon(InFlightAttempt attempt) {
+  const auto* journaled = std::any_cast<JournalEntry>(&attempt.runner_data);
+  if (!journaled) co_return fail("job " + attempt.job_id + ": not an attempt journaled by the slurm runner");
+  const JournalEntry entry = *journaled;
   std::vector<std::string> argv{config_.scancel, entry.slurm_job_id};
   auto r = co_await command(argv);
   if (!r || r->exit_code != 0) {

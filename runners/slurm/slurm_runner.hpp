@@ -3,12 +3,12 @@
 // ONE squeue per poll cycle (+ at most one sacct), ships the job's output files as log chunks, cancels with
 // scancel, and journals submissions so a restarted manager can re-attach to jobs still in Slurm.
 //
-// Restart protocol for the agent (same launch_dir):
-//   1. construct the runner: it reads the journal (in_flight()) and compacts it;
+// Restart protocol for the agent (same launch_dir), through the ResumableRunner part of the interface:
+//   1. construct the runner: it reads the journal (journaled(), listed as in_flight()) and compacts it;
 //   2. list in_flight() attempts to the control plane when re-registering;
-//   3. for each attempt the control plane still wants: co_spawn resume(entry, reporter) — it behaves like
+//   3. for each attempt the control plane still wants: co_spawn resume(attempt, reporter) — it behaves like
 //      run() from the moment the job was submitted and returns its final update exactly once;
-//   4. for each one it no longer wants: co_await abandon(entry) (scancel, journal done, directory removed).
+//   4. for each one it no longer wants: co_await abandon(attempt) (scancel, journal done, directory removed).
 // Manager shutdown: stop(job, StopReason::shutdown) detaches an attempt — the Slurm job keeps running,
 // run()/resume() return at once with a NON-final update (state running, the Slurm id, "left running")
 // which the agent must not report as the attempt's end; the journal keeps the entry for step 3.
@@ -62,7 +62,7 @@ struct OutputOffsets {
   std::uint64_t err = 0;
 };
 
-class SlurmRunner final : public Runner {
+class SlurmRunner final : public Runner, public ResumableRunner {
  public:
   // Prepares launch_dir (created 0700 if missing), reads and compacts its journal, opens it for appending.
   // Throws std::runtime_error for start-up errors: launch_dir not absolute or not usable in an sbatch script
@@ -73,6 +73,10 @@ class SlurmRunner final : public Runner {
   ~SlurmRunner() override;
 
   std::string_view name() const override { return "slurm"; }
+
+  // survives_agent: sbatch jobs outlive the agent; resumable() is this runner.
+  Lifetime lifetime() const override { return Lifetime::survives_agent; }
+  ResumableRunner* resumable() override { return this; }
 
   // Validates and renders `spec` (bad runConfig.slurm, argv, env or job id → `failed` naming what, nothing
   // submitted), submits it with `sbatch --parsable` under a Slurm-scrubbed environment (failure → `failed`
@@ -99,7 +103,13 @@ class SlurmRunner final : public Runner {
   // Attempts of this launch_dir that were submitted and not released, as found in the journal when the
   // runner was constructed (an entry leaves the list when it is released or abandoned). run() refuses to
   // submit one of these again: resume() it.
-  const std::vector<JournalEntry>& in_flight() const { return in_flight_; }
+  const std::vector<JournalEntry>& journaled() const { return in_flight_; }
+
+  // journaled(), each entry as a runner-neutral record carrying the JournalEntry as its runner_data.
+  std::vector<InFlightAttempt> in_flight() const override;
+
+  // resume(entry, reporter) for a record from in_flight(); `failed` for a record without a JournalEntry.
+  boost::asio::awaitable<JobUpdate> resume(InFlightAttempt attempt, JobReporter& reporter) override;
 
   // Re-attaches to a journaled attempt: tracks entry.slurm_job_id like run() does after submission, ships
   // output from `from`, and returns the final update (a training attempt, recognised by the input.json in
@@ -107,9 +117,10 @@ class SlurmRunner final : public Runner {
   // tracked here.
   boost::asio::awaitable<JobUpdate> resume(JournalEntry entry, JobReporter& reporter, OutputOffsets from = {});
 
-  // Gives up a journaled attempt the control plane no longer wants: scancel (one try, bounded by
-  // command_timeout), journal done, job directory removed unless keep_job_dirs. Returns scancel's error.
-  boost::asio::awaitable<Result<void>> abandon(JournalEntry entry);
+  // Gives up a journaled attempt (from in_flight()) the control plane no longer wants: scancel (one try,
+  // bounded by command_timeout), journal done, job directory removed unless keep_job_dirs. Returns
+  // scancel's error (the entry stays journaled), or an Error for a record without a JournalEntry.
+  boost::asio::awaitable<Result<void>> abandon(InFlightAttempt attempt) override;
 
   // Number of attempts being tracked (submitted, not ended).
   std::size_t tracked() const { return tracker_.size(); }

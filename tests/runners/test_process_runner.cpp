@@ -72,9 +72,11 @@ class ProcessRunnerTest : public ::testing::Test {
   test::RecordingReporter reporter;
 };
 
-TEST_F(ProcessRunnerTest, NameIsProcess) {
+TEST_F(ProcessRunnerTest, NameIsProcessItsJobsStopWithTheAgentAndNothingIsResumable) {
   ProcessRunner runner(config(), null_logger());
   EXPECT_EQ(runner.name(), "process");
+  EXPECT_EQ(runner.lifetime(), Lifetime::stops_with_agent);
+  EXPECT_EQ(runner.resumable(), nullptr);
 }
 
 TEST_F(ProcessRunnerTest, SucceedsReportsRunningOnceAndPassesArgvVerbatim) {

@@ -163,7 +163,7 @@ TEST(SlurmRunnerLab, ManagerDiesMidJobAndANewRunnerResumesFromTheJournal) {
   lab.runner = std::make_unique<SlurmRunner>(lab.ioc.get_executor(), config(), std::make_unique<ChildCommandRunner>(),
                                              nymph::null_logger());
   ASSERT_EQ(lab.runner->in_flight().size(), 1u);
-  JournalEntry entry = lab.runner->in_flight()[0];
+  JournalEntry entry = lab.runner->journaled()[0];
   EXPECT_EQ(entry.job_id, s.job_id);
   EXPECT_EQ(entry.slurm_job_id, slurm_id);
   EXPECT_EQ(entry.lease_id, s.lease_id);

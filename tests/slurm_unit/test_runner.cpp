@@ -239,15 +239,20 @@ TEST_F(RunnerTest, ShutdownLeavesTheJobRunningAndANewRunnerResumesIt) {
 
   auto runner = make_runner(config());
   ASSERT_EQ(runner->in_flight().size(), 1u);
-  JournalEntry e = runner->in_flight()[0];
+  JournalEntry e = runner->journaled()[0];
   EXPECT_EQ(e.job_id, "a");
   EXPECT_EQ(e.slurm_job_id, "1000");
   Recorder again;
   auto refused = run_coro(ioc, runner->run(spec("a"), again), 10s);
   EXPECT_EQ(refused.state, JobState::failed);
   EXPECT_NE(refused.message.find("resume() it instead"), std::string::npos) << refused.message;
+  auto listed = runner->in_flight();  // the runner-neutral records the agent sees
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].job_id, "a");
+  EXPECT_EQ(listed[0].lease_id, "lease-a");
+  EXPECT_EQ(listed[0].attempt, 1);
   Recorder rec;
-  auto u = run_coro(ioc, runner->resume(e, rec), 10s);
+  auto u = run_coro(ioc, runner->resume(listed[0], rec), 10s);
   finals += is_final(u.state);
   EXPECT_EQ(u.state, JobState::succeeded);
   EXPECT_EQ(finals, 1) << "exactly one final update across the restart";
@@ -275,6 +280,19 @@ TEST_F(RunnerTest, AbandonScancelsAJournaledAttempt) {
   EXPECT_EQ(fake.count("scancel"), 1);
   EXPECT_FALSE(fs::exists(launch / "a-1"));
   EXPECT_TRUE(make_runner(config())->in_flight().empty());
+}
+
+TEST_F(RunnerTest, SurvivesTheAgentAndRefusesRecordsItDidNotJournal) {
+  auto runner = make_runner(config());
+  EXPECT_EQ(runner->lifetime(), Lifetime::survives_agent);
+  EXPECT_EQ(runner->resumable(), static_cast<ResumableRunner*>(runner.get()));
+  InFlightAttempt foreign{"x", "lease-x", 1, std::string("not a journal entry")};
+  Recorder rec;
+  auto u = run_coro(ioc, runner->resume(foreign, rec), 10s);
+  EXPECT_EQ(u.state, JobState::failed);
+  auto r = run_coro(ioc, runner->abandon(foreign), 10s);
+  EXPECT_FALSE(r);
+  EXPECT_EQ(fake.count("scancel"), 0);
 }
 
 TEST_F(RunnerTest, MaxJobsAndDuplicateAttemptsFailAtOnce) {

@@ -1,0 +1,40 @@
+#include "agent/attempt.hpp"
+
+namespace nymph::agent {
+
+namespace asio = boost::asio;
+
+namespace {
+constexpr std::size_t kMaxLogUpload = 1 << 20;  // bytes per log PUT (the protocol allows 8 MiB)
+}  // namespace
+
+void AttemptReporter::update(runners::JobUpdate u) {
+  if (attempt_.stopped() || runners::is_final(u.state)) return;  // final updates are run()'s return value
+  attempt_.outbox.push_event(std::move(u), std::chrono::system_clock::now(), Clock::now());
+  attempt_.wake.notify();
+}
+
+asio::awaitable<void> AttemptReporter::output(runners::Stream stream, std::uint64_t offset, std::string bytes) {
+  if (attempt_.stopped()) co_return;
+  attempt_.outbox.push_output(stream, offset, bytes);
+  attempt_.wake.notify();
+  while (attempt_.outbox.buffered_bytes() > bound_ && !attempt_.stopped()) co_await attempt_.drained.wait();
+}
+
+Attempt::Attempt(asio::any_io_executor ex, const DaemonSettings& s)
+    : outbox(kMaxLogUpload, s.progress_event_hold), wake(ex), drained(ex), reporter(*this, s.max_buffered_output) {}
+
+bool Attempt::stops_with_agent() const {
+  return runner && runner->lifetime() == runners::Lifetime::stops_with_agent;
+}
+
+bool Attempt::survives_agent() const {
+  return runner && runner->lifetime() == runners::Lifetime::survives_agent;
+}
+
+void Attempt::wake_all() {
+  wake.notify();
+  drained.notify();
+}
+
+}  // namespace nymph::agent

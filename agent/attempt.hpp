@@ -1,0 +1,66 @@
+#pragma once
+// One attempt in the agent's hands, from the poll reply that assigned it (or the registration that adopted
+// it) until its final event is acknowledged: what its runner produces waits in its outbox for the shipper.
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include "agent/daemon.hpp"
+#include "common/notifier.hpp"
+#include "agent/outbox.hpp"
+#include "runners/runner.hpp"
+
+namespace nymph::agent {
+
+struct Attempt;
+
+// Hands what a runner produces to the attempt's outbox, slowing the job down when the backlog is full.
+class AttemptReporter final : public runners::JobReporter {
+ public:
+  // `attempt` owns this reporter; `bound` is the attempt's log backlog in bytes before output() suspends.
+  AttemptReporter(Attempt& attempt, std::size_t bound) : attempt_(attempt), bound_(bound) {}
+  // Queues a progress update; final updates (run()'s return value) and updates after a stop are dropped.
+  void update(runners::JobUpdate u) override;
+  // Queues output; suspends while the backlog exceeds the bound and the attempt is not stopped.
+  boost::asio::awaitable<void> output(runners::Stream stream, std::uint64_t offset, std::string bytes) override;
+
+ private:
+  Attempt& attempt_;
+  std::size_t bound_;
+};
+
+struct Attempt {
+  // An attempt with an empty outbox whose uploads and backlog are bounded as `s` says.
+  Attempt(boost::asio::any_io_executor ex, const DaemonSettings& s);
+  std::string job_id, lease_id, runner_name;
+  int number = 1;
+  runners::Runner* runner = nullptr;  // null when the attempt was refused (unknown runner, no time left)
+  runners::JobSpec spec;
+  // Set for an attempt a previous agent left running: taken back through runner->resumable().
+  std::optional<runners::InFlightAttempt> left_running;
+  bool adopted_pending = false;  // left running, waiting for the registration reply
+  AttemptOutbox outbox;
+  Notifier wake;     // the shipper waits here for something to send
+  Notifier drained;  // producers wait here for buffer space
+  AttemptReporter reporter;
+  bool run_active = false;
+  bool shipper_active = false;
+  bool fenced = false;     // the control plane no longer accepts this lease
+  bool detached = false;   // left running at a manager stop (survives_agent): nothing more is reported
+  bool abandoned = false;  // the daemon is exiting and gave up delivering
+
+  // Whether nothing more is reported for this attempt.
+  bool stopped() const { return fenced || detached || abandoned; }
+  // Whether its runner's jobs end with the agent (false for a refused attempt, which has no runner).
+  bool stops_with_agent() const;
+  // Whether its runner's jobs outlive the agent (false for a refused attempt).
+  bool survives_agent() const;
+  // Wakes the shipper and any producer waiting for buffer space, after a flag changed.
+  void wake_all();
+};
+
+}  // namespace nymph::agent

@@ -1,0 +1,82 @@
+#include "agent/delivery.hpp"
+
+#include "agent/job_mapping.hpp"
+#include "common/coroutine_warning.hpp"
+
+namespace nymph::agent {
+
+namespace asio = boost::asio;
+
+namespace {
+
+asio::awaitable<CallResult<void>> upload(ControlPlane& cp, const Attempt& a, const Upload& u) {
+  if (u.kind == Upload::Kind::event) {
+    const OutboxEvent& e = *u.event;
+    auto r = co_await cp.send_event(a.job_id, to_event(a.lease_id, e.seq, e.update, e.at));
+    if (!r) co_return r.error();
+    co_return CallResult<void>{};
+  }
+  auto r = co_await cp.put_log(a.job_id, to_log_stream(u.stream), u.offset, a.lease_id, std::string(u.bytes));
+  if (!r) co_return r.error();
+  co_return CallResult<void>{};
+}
+
+// Applies a failed upload's meaning to the attempt, except a transient one and a refused token.
+void on_upload_failure(Attempt& a, const Upload& u, const CallError& err, spdlog::logger& log) {
+  switch (err.kind) {
+    case CallFailure::fenced:
+      log.warn("job {}: lease {} is no longer current ({}); stopping the attempt", a.job_id, a.lease_id, err.message);
+      a.fenced = true;
+      if (a.run_active) a.runner->stop(a.job_id, runners::StopReason::lease_lost);
+      break;
+    case CallFailure::log_gap:
+      if (!a.outbox.expected_offset(u.stream, *err.expected_offset)) {
+        log.error("job {}: control plane expects {} offset {}, which this agent no longer has", a.job_id,
+                  to_string(u.stream), *err.expected_offset);
+        a.fenced = true;
+      }
+      break;
+    case CallFailure::rejected:
+    case CallFailure::worker_unknown:
+      log.error("job {}: dropping an upload the control plane rejects: {}", a.job_id, err.message);
+      a.outbox.acknowledged(u);
+      break;
+    case CallFailure::unauthorized:
+    case CallFailure::transient: break;
+  }
+}
+
+}  // namespace
+
+NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
+asio::awaitable<std::optional<std::string>> deliver(Attempt& a, DeliveryContext ctx) {
+  Backoff retry(ctx.retry);
+  while (!a.stopped()) {
+    auto u = a.outbox.next_upload(Clock::now());
+    if (!u) {
+      if (a.outbox.finished() || (!a.run_active && !a.outbox.has_final())) break;
+      co_await a.wake.wait(a.outbox.held_until(Clock::now()));
+      continue;
+    }
+    auto r = co_await upload(ctx.cp, a, *u);
+    if (a.stopped()) break;
+    if (r) {
+      retry.reset();
+      a.outbox.acknowledged(*u);
+      a.drained.notify();
+      continue;
+    }
+    if (r.error().kind == CallFailure::unauthorized) co_return r.error().message;
+    if (r.error().kind == CallFailure::transient) {
+      auto delay = retry.next_delay();
+      ctx.log.warn("job {}: {}; retrying in {} ms", a.job_id, r.error().message, delay.count());
+      co_await ctx.state_changed.wait(Clock::now() + delay);
+      continue;
+    }
+    on_upload_failure(a, *u, r.error(), ctx.log);
+  }
+  co_return std::nullopt;
+}
+NYMPH_GCC_PR109224_END
+
+}  // namespace nymph::agent

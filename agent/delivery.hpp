@@ -1,0 +1,33 @@
+#pragma once
+// The shipper of one attempt: uploads its events and log chunks in the order its outbox offers them and
+// decides what each control-plane failure means for the attempt.
+#include <optional>
+#include <string>
+
+#include <boost/asio/awaitable.hpp>
+#include <spdlog/logger.h>
+
+#include "agent/attempt.hpp"
+#include "agent/backoff.hpp"
+#include "agent/control_plane.hpp"
+#include "common/notifier.hpp"
+
+namespace nymph::agent {
+
+// What delivery needs from the daemon; all of it outlives the delivery.
+struct DeliveryContext {
+  ControlPlane& cp;
+  Backoff::Config retry;    // backoff between transient failures
+  Notifier& state_changed;  // a retry waits here: any change of the daemon's state retries at once
+  spdlog::logger& log;
+};
+
+// Delivers `a`'s events and logs in order until its final event is acknowledged, the attempt is stopped
+// (fenced, detached, abandoned), or its run ended without a final event; transient failures are retried
+// with backoff for as long as it takes. A lost lease (or a log offset this agent no longer has) fences
+// the attempt, and a lost lease also stops its run (StopReason::lease_lost); an upload the control plane
+// rejects is dropped. Returns the control plane's message when it refused the agent's token (the caller
+// must stop the agent and give the attempt up), nullopt otherwise. Cancelled only with the io_context.
+boost::asio::awaitable<std::optional<std::string>> deliver(Attempt& a, DeliveryContext ctx);
+
+}  // namespace nymph::agent

@@ -1,0 +1,228 @@
+#pragma once
+// The daemon under test with an in-memory control plane and runner: no sockets, no child processes; each
+// test runs the daemon beside a script under the run_coro hang guard.
+#include <gtest/gtest.h>
+
+#include <any>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <set>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "agent/daemon.hpp"
+#include "common/notifier.hpp"
+#include "common/logging.hpp"
+#include "tests/support/run_coro.hpp"
+
+namespace nymph::agent::daemon_test {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+// A control plane in memory. Polls are answered from `replies` or held until the test adds one.
+class FakeControlPlane final : public ControlPlane {
+ public:
+  explicit FakeControlPlane(asio::any_io_executor ex) : changed(ex) {}
+
+  std::vector<protocol::RegisterRequest> registrations;
+  std::vector<protocol::PollRequest> polls;
+  std::deque<CallResult<protocol::PollResponse>> replies;
+  std::vector<std::pair<std::string, protocol::EventRequest>> events;
+  std::map<std::string, std::string> logs;  // "job/stream" -> bytes
+  std::vector<protocol::ExitRequest> exits;
+  int fail_next_uploads = 0;                // transient failures before uploads succeed
+  std::set<std::string> fenced_leases;
+  bool unauthorized = false;
+  std::vector<protocol::CancelOrder> cancel_at_registration;
+  Notifier changed;                         // notified on every call
+
+  void reply(protocol::PollResponse r) {
+    replies.push_back(std::move(r));
+    changed.notify();
+  }
+
+  asio::awaitable<CallResult<protocol::RegisterResponse>> register_worker(protocol::RegisterRequest r) override {
+    registrations.push_back(r);
+    changed.notify();
+    if (unauthorized) co_return CallError{CallFailure::unauthorized, "HTTP 401"};
+    protocol::RegisterResponse resp;
+    resp.worker_id = "w1";
+    resp.cancel = cancel_at_registration;
+    co_return resp;
+  }
+
+  asio::awaitable<CallResult<protocol::PollResponse>> poll(std::string, protocol::PollRequest r,
+                                                           std::chrono::milliseconds) override {
+    polls.push_back(r);
+    changed.notify();
+    while (replies.empty()) co_await changed.wait();
+    auto next = std::move(replies.front());
+    replies.pop_front();
+    co_return next;
+  }
+
+  asio::awaitable<CallResult<protocol::EventResponse>> send_event(std::string job, protocol::EventRequest e) override {
+    changed.notify();
+    if (auto f = upload_failure(e.lease_id)) co_return *f;
+    events.emplace_back(job, e);
+    co_return protocol::EventResponse{};
+  }
+
+  asio::awaitable<CallResult<std::uint64_t>> put_log(std::string job, std::string stream, std::uint64_t offset,
+                                                     std::string lease, std::string bytes) override {
+    changed.notify();
+    if (auto f = upload_failure(lease)) co_return *f;
+    auto& stored = logs[job + "/" + stream];
+    EXPECT_LE(offset, stored.size());
+    stored.resize(offset);
+    stored += bytes;
+    co_return stored.size();
+  }
+
+  asio::awaitable<CallResult<void>> report_exit(std::string, protocol::ExitRequest r) override {
+    exits.push_back(r);
+    changed.notify();
+    co_return CallResult<void>{};
+  }
+
+  std::vector<std::string> event_states(const std::string& job) const {
+    std::vector<std::string> out;
+    for (const auto& [j, e] : events)
+      if (j == job) out.emplace_back(protocol::to_string(e.state));
+    return out;
+  }
+
+ private:
+  std::optional<CallError> upload_failure(const std::string& lease) {
+    if (unauthorized) return CallError{CallFailure::unauthorized, "HTTP 401"};
+    if (fenced_leases.contains(lease)) return CallError{CallFailure::fenced, "HTTP 409 leaseLost"};
+    if (fail_next_uploads > 0) {
+      --fail_next_uploads;
+      return CallError{CallFailure::transient, "connection refused"};
+    }
+    return std::nullopt;
+  }
+};
+
+// A runner whose jobs print what the test says and finish when the test says (or when stopped). Its name
+// and lifetime are the test's choice; with `resumable_part` it also lists `left_running` as in flight and
+// records the opaque runner_data (a string) of each attempt it resumes or abandons.
+class FakeRunner final : public runners::Runner, public runners::ResumableRunner {
+ public:
+  explicit FakeRunner(asio::any_io_executor ex, std::string name = "process",
+                      runners::Lifetime lifetime = runners::Lifetime::stops_with_agent)
+      : changed(ex), name_(std::move(name)), lifetime_(lifetime) {}
+
+  std::map<std::string, runners::StopReason> stops;
+  std::set<std::string> released;
+  std::set<std::string> finish;  // job ids allowed to finish (exit 0)
+  std::string output = "hello\n";
+  int started = 0;
+  Notifier changed;
+  bool resumable_part = false;
+  std::vector<runners::InFlightAttempt> left_running;
+  std::vector<std::string> resumed, abandoned;  // runner_data of the records handed back
+
+  std::string_view name() const override { return name_; }
+  runners::Lifetime lifetime() const override { return lifetime_; }
+  runners::ResumableRunner* resumable() override { return resumable_part ? this : nullptr; }
+
+  asio::awaitable<runners::JobUpdate> run(runners::JobSpec spec, runners::JobReporter& reporter) override {
+    ++started;
+    reporter.update({.state = runners::JobState::running});
+    co_await reporter.output(runners::Stream::out, 0, output);
+    changed.notify();
+    for (;;) {
+      if (auto s = stops.find(spec.job_id); s != stops.end())
+        co_return runners::JobUpdate{.state = runners::JobState::cancelled, .signal = 15, .message = "stopped"};
+      if (finish.contains(spec.job_id)) co_return runners::JobUpdate{.state = runners::JobState::succeeded, .exit_code = 0};
+      co_await changed.wait();
+    }
+  }
+  void stop(const std::string& job_id, runners::StopReason why) override {
+    stops[job_id] = why;
+    changed.notify();
+  }
+  void release(const std::string& job_id) override {
+    released.insert(job_id);
+    changed.notify();
+  }
+
+  std::vector<runners::InFlightAttempt> in_flight() const override { return left_running; }
+  asio::awaitable<runners::JobUpdate> resume(runners::InFlightAttempt attempt, runners::JobReporter& reporter) override {
+    resumed.push_back(std::any_cast<std::string>(attempt.runner_data));
+    co_await reporter.output(runners::Stream::out, 0, "from slurm\n");
+    co_return runners::JobUpdate{.state = runners::JobState::succeeded, .exit_code = 0, .slurm_job_id = "77"};
+  }
+  asio::awaitable<Result<void>> abandon(runners::InFlightAttempt attempt) override {
+    abandoned.push_back(std::any_cast<std::string>(attempt.runner_data));
+    changed.notify();
+    co_return Result<void>{};
+  }
+
+ private:
+  std::string name_;
+  runners::Lifetime lifetime_;
+};
+
+inline protocol::JobAssignment job(const std::string& id, const std::string& lease = "L1", const std::string& runner = "process") {
+  protocol::JobAssignment j;
+  j.job_id = id;
+  j.lease_id = lease;
+  j.runner = runner;
+  j.spec.argv = std::vector<std::string>{"true"};
+  return j;
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  asio::io_context ioc;
+  FakeControlPlane cp{ioc.get_executor()};
+  FakeRunner runner{ioc.get_executor()};
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("nymph-daemon-" + std::to_string(::getpid()));
+  DaemonSettings settings;
+  std::unique_ptr<Daemon> daemon;
+
+  void SetUp() override {
+    std::filesystem::create_directories(dir);
+    settings.launch_id = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
+    settings.label = "test";
+    settings.capacity = {{"process", 2}};
+    settings.backoff_initial = 1ms;
+    settings.backoff_max = 5ms;
+    settings.lifecycle.drain_grace = 60s;
+    settings.status_file = dir / "status.json";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+
+  std::map<std::string, runners::Runner*> runner_map{{"process", &runner}};  // what the daemon gets
+
+  Daemon& make() {
+    daemon = std::make_unique<Daemon>(ioc.get_executor(), settings, cp, runner_map, null_logger());
+    return *daemon;
+  }
+
+  // Runs the daemon and `script` side by side; returns the daemon's exit reason.
+  ExitReason run(std::function<asio::awaitable<void>()> script) {
+    auto& d = make();
+    asio::co_spawn(ioc, script(), [](std::exception_ptr e) {
+      if (e) std::rethrow_exception(e);
+    });
+    return nymph::test::run_coro(ioc, d.run(), 20s);
+  }
+
+  // Waits until `pred` holds, re-checking whenever the fake control plane or `r` (the default runner) is used.
+  asio::awaitable<void> until(std::function<bool()> pred, FakeRunner* r = nullptr) {
+    if (!r) r = &runner;
+    while (!pred()) {
+      using namespace asio::experimental::awaitable_operators;
+      co_await (cp.changed.wait() || r->changed.wait());
+    }
+  }
+};
+
+}  // namespace nymph::agent::daemon_test

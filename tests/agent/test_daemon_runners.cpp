@@ -1,0 +1,112 @@
+// What the daemon does with a runner's attempts follows the Runner contract, never the runner's name: its
+// lifetime decides what a stop waits for, stops or leaves running and which jobs must fit before the
+// walltime; its resumable part decides what a restarted agent takes back. Each test names its runners
+// against expectation ("process" for a runner whose jobs survive the agent) to prove the name is not asked.
+#include "tests/agent/daemon_fixture.hpp"
+
+namespace {
+
+using namespace nymph;
+using namespace nymph::agent;
+using namespace nymph::agent::daemon_test;
+using runners::Lifetime;
+
+TEST_F(DaemonTest, AJobThatStopsWithTheAgentIsStoppedAndReportedAtShutdownWhateverItsRunnerIsCalled) {
+  FakeRunner batch(ioc.get_executor(), "batch", Lifetime::stops_with_agent);
+  runner_map = {{"batch", &batch}};
+  settings.capacity = {{"batch", 1}};
+  settings.lifecycle.drain_grace = 50ms;
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("j1", "L1", "batch")}});
+    co_await until([&] { return batch.started == 1; }, &batch);
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  EXPECT_EQ(batch.stops["j1"], runners::StopReason::shutdown);
+  ASSERT_FALSE(cp.event_states("j1").empty());
+  EXPECT_EQ(cp.event_states("j1").back(), "cancelled") << "waited for and reported, not detached";
+  EXPECT_TRUE(batch.released.contains("j1"));
+}
+
+TEST_F(DaemonTest, AJobThatSurvivesTheAgentIsDetachedAtShutdownNotWaitedForWhateverItsRunnerIsCalled) {
+  FakeRunner surviving(ioc.get_executor(), "process", Lifetime::survives_agent);
+  runner_map = {{"process", &surviving}};
+  settings.lifecycle.drain_grace = 60s;  // longer than the test's hang guard: waiting for the job would fail it
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("j1")}});
+    co_await until([&] { return surviving.started == 1; }, &surviving);
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  EXPECT_EQ(surviving.stops["j1"], runners::StopReason::shutdown) << "the detach request";
+  for (const auto& state : cp.event_states("j1")) EXPECT_EQ(state, "running") << "no end is reported";
+  EXPECT_FALSE(surviving.released.contains("j1")) << "a detached job keeps its files for the next agent";
+}
+
+TEST_F(DaemonTest, OnlyJobsThatStopWithTheAgentMustFitBeforeTheWalltime) {
+  FakeRunner local(ioc.get_executor(), "local", Lifetime::stops_with_agent);
+  FakeRunner surviving(ioc.get_executor(), "process", Lifetime::survives_agent);
+  runner_map = {{"local", &local}, {"process", &surviving}};
+  settings.capacity = {{"local", 1}, {"process", 1}};
+  settings.lifecycle.walltime_end = Clock::now() + 1h;  // a job without a timeout cannot be promised to fit
+  surviving.finish.insert("b");
+  auto ended = [&](const std::string& id) {
+    auto states = cp.event_states(id);
+    return !states.empty() && states.back() != "running";
+  };
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("a", "La", "local"), job("b", "Lb", "process")}});
+    co_await until([&] { return ended("a") && ended("b"); }, &surviving);
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  EXPECT_EQ(local.started, 0);
+  EXPECT_EQ(cp.event_states("a"), (std::vector<std::string>{"failed"}));
+  for (const auto& [id, e] : cp.events) {
+    if (id == "a") {
+      EXPECT_NE(e.message.find("does not fit"), std::string::npos) << e.message;
+    }
+  }
+  EXPECT_EQ(surviving.started, 1);
+  EXPECT_EQ(cp.event_states("b").back(), "succeeded");
+}
+
+TEST_F(DaemonTest, AttemptsAResumableRunnerLeftRunningAreListedThenResumedOrAbandoned) {
+  FakeRunner batch(ioc.get_executor(), "batch", Lifetime::survives_agent);
+  batch.resumable_part = true;
+  batch.left_running = {{"keep", "Lk", 1, std::string("record of keep")},
+                        {"drop", "Ld", 2, std::string("record of drop")}};
+  runner_map["batch"] = &batch;
+  cp.cancel_at_registration = {{"drop", "Ld", protocol::CancelReason::lease_lost}};
+  run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return cp.event_states("keep").size() == 1 && !cp.polls.empty(); }, &batch);
+    co_await until([&] { return batch.released.contains("keep"); }, &batch);
+    daemon->on_signal(Signal::term);
+  });
+  ASSERT_EQ(cp.registrations.size(), 1u);
+  ASSERT_EQ(cp.registrations[0].running.size(), 2u);
+  EXPECT_EQ(batch.resumed, (std::vector<std::string>{"record of keep"})) << "the record comes back unchanged";
+  EXPECT_EQ(batch.abandoned, (std::vector<std::string>{"record of drop"}));
+  EXPECT_EQ(batch.started, 0);
+  EXPECT_EQ(runner.started, 0);
+  EXPECT_EQ(cp.event_states("keep"), (std::vector<std::string>{"succeeded"}));
+  EXPECT_EQ(cp.logs["keep/stdout"], "from slurm\n");
+  EXPECT_TRUE(cp.event_states("drop").empty());
+  EXPECT_FALSE(batch.released.contains("drop")) << "abandon() forgets the attempt itself";
+}
+
+TEST_F(DaemonTest, ARunnerWithoutAResumablePartHasNothingToTakeBack) {
+  runner.left_running = {{"old", "Lo", 1, std::string("never listed")}};  // resumable_part stays false
+  run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    daemon->on_signal(Signal::term);
+  });
+  ASSERT_EQ(cp.registrations.size(), 1u);
+  EXPECT_TRUE(cp.registrations[0].running.empty());
+  EXPECT_TRUE(runner.resumed.empty());
+}
+
+}  // namespace
