@@ -53,7 +53,7 @@ class HttpControlPlane final : public ControlPlane {
                                                      protocol::to_json_text(e), config_.request_timeout, "event");
   }
 
-  asio::awaitable<CallResult<std::uint64_t>> put_log(std::string job_id, std::string stream, std::uint64_t offset,
+  asio::awaitable<CallResult<std::uint64_t>> put_log(std::string job_id, protocol::LogStream stream, std::uint64_t offset,
                                                      std::string lease_id, std::string bytes) override {
     auto r = co_await send(http::Method::put, protocol::log_put_target(job_id, stream, offset, lease_id),
                            std::move(bytes), config_.request_timeout, "application/octet-stream");

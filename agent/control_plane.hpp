@@ -54,7 +54,7 @@ class ControlPlane {
   virtual boost::asio::awaitable<CallResult<protocol::EventResponse>> send_event(std::string job_id,
                                                                                  protocol::EventRequest e) = 0;
   // PUT /v1/jobs/{id}/logs/{stream}?offset=&lease=; returns the server's next offset.
-  virtual boost::asio::awaitable<CallResult<std::uint64_t>> put_log(std::string job_id, std::string stream,
+  virtual boost::asio::awaitable<CallResult<std::uint64_t>> put_log(std::string job_id, protocol::LogStream stream,
                                                                     std::uint64_t offset, std::string lease_id,
                                                                     std::string bytes) = 0;
   // POST /v1/workers/{id}/exit.

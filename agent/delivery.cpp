@@ -32,7 +32,7 @@ void on_upload_failure(Attempt& a, const Upload& u, const CallError& err, spdlog
     case CallFailure::log_gap:
       if (!a.outbox.expected_offset(u.stream, *err.expected_offset)) {
         log.error("job {}: control plane expects {} offset {}, which this agent no longer has", a.job_id,
-                  to_string(u.stream), *err.expected_offset);
+                  protocol::to_string(to_log_stream(u.stream)), *err.expected_offset);
         a.fenced = true;
       }
       break;

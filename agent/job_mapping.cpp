@@ -52,7 +52,9 @@ protocol::EventRequest to_event(const std::string& lease_id, std::int64_t seq, c
   return r;
 }
 
-std::string to_log_stream(runners::Stream stream) { return std::string(runners::to_string(stream)); }
+protocol::LogStream to_log_stream(runners::Stream stream) {
+  return stream == runners::Stream::out ? protocol::LogStream::out : protocol::LogStream::err;
+}
 
 runners::StopReason to_stop_reason(protocol::CancelReason reason) {
   return reason == protocol::CancelReason::user ? runners::StopReason::user_cancel : runners::StopReason::lease_lost;

@@ -25,7 +25,7 @@ protocol::EventRequest to_event(const std::string& lease_id, std::int64_t seq, c
                                 std::chrono::system_clock::time_point at);
 
 // The wire name of a log stream ("stdout" / "stderr").
-std::string to_log_stream(runners::Stream stream);
+protocol::LogStream to_log_stream(runners::Stream stream);
 
 // How a cancel order stops an attempt: a user's cancel, or the lease lost.
 runners::StopReason to_stop_reason(protocol::CancelReason reason);

@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
     if (*submit) return cmd_submit(admin, sub);
     if (*jobs) return cmd_jobs(admin, jobs_state, jobs_limit);
     if (*job) return cmd_job(admin, id);
-    if (*logs) return cmd_logs(admin, id, stream, follow, attempt);
+    if (*logs) return cmd_logs(admin, id, *nymph::protocol::parse_log_stream(stream), follow, attempt);
     if (*cancel) return cmd_cancel(admin, id);
     if (*workers) return cmd_workers(admin);
     if (*kill) return cmd_directive(admin, id, "kill");

@@ -122,15 +122,15 @@ std::string job_path(std::string_view id) { return route_path(Endpoint::get_job,
 std::string events_path(std::string_view id) { return route_path(Endpoint::job_events, {.job = std::string(id)}); }
 std::string cancel_path(std::string_view id) { return route_path(Endpoint::cancel_job, {.job = std::string(id)}); }
 
-std::string log_put_target(std::string_view job_id, std::string_view stream, std::uint64_t offset,
+std::string log_put_target(std::string_view job_id, LogStream stream, std::uint64_t offset,
                            std::string_view lease_id) {
-  return route_path(Endpoint::put_log, {.job = std::string(job_id), .stream = std::string(stream)}) +
+  return route_path(Endpoint::put_log, {.job = std::string(job_id), .stream = std::string(to_string(stream))}) +
          "?offset=" + std::to_string(offset) + "&lease=" + std::string(lease_id);
 }
 
-std::string log_get_target(std::string_view job_id, std::string_view stream, std::uint64_t offset,
+std::string log_get_target(std::string_view job_id, LogStream stream, std::uint64_t offset,
                            std::optional<int> attempt) {
-  std::string t = route_path(Endpoint::get_log, {.job = std::string(job_id), .stream = std::string(stream)}) +
+  std::string t = route_path(Endpoint::get_log, {.job = std::string(job_id), .stream = std::string(to_string(stream))}) +
                   "?offset=" + std::to_string(offset);
   if (attempt) t += "&attempt=" + std::to_string(*attempt);
   return t;

@@ -121,11 +121,11 @@ std::string jobs_path();                                               // /v1/jo
 std::string job_path(std::string_view job_id);                         // /v1/jobs/{id}
 std::string events_path(std::string_view job_id);                      // /v1/jobs/{id}/events
 std::string cancel_path(std::string_view job_id);                      // /v1/jobs/{id}/cancel
-// PUT target: /v1/jobs/{id}/logs/{stream}?offset=N&lease=L (stream is "stdout" or "stderr").
-std::string log_put_target(std::string_view job_id, std::string_view stream, std::uint64_t offset,
+// PUT target: /v1/jobs/{id}/logs/{stream}?offset=N&lease=L.
+std::string log_put_target(std::string_view job_id, LogStream stream, std::uint64_t offset,
                            std::string_view lease_id);
 // GET target: /v1/jobs/{id}/logs/{stream}?offset=N[&attempt=K]
-std::string log_get_target(std::string_view job_id, std::string_view stream, std::uint64_t offset,
+std::string log_get_target(std::string_view job_id, LogStream stream, std::uint64_t offset,
                            std::optional<int> attempt = std::nullopt);
 
 // Reply headers of GET /v1/jobs/{id}/logs/{stream}.

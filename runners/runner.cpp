@@ -16,6 +16,5 @@ std::string_view to_string(JobState s) {
 
 bool is_final(JobState s) { return s != JobState::pending && s != JobState::running; }
 
-std::string_view to_string(Stream s) { return s == Stream::out ? "stdout" : "stderr"; }
 
 }  // namespace nymph::runners

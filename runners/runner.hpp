@@ -52,10 +52,8 @@ struct JobUpdate {
   std::optional<boost::json::value> result; // training profiles: the checked result.json
 };
 
+// A job's output stream (the agent maps it to the protocol's LogStream).
 enum class Stream { out, err };
-
-// Wire name of a stream ("stdout" / "stderr").
-std::string_view to_string(Stream s);
 
 // Where a runner sends what one attempt produces. Implemented by the agent, one per attempt; it outlives
 // the runner's run() call for that attempt.

@@ -51,7 +51,7 @@ Result<std::pair<std::string, std::string>> key_value(const std::string& text, c
 
 // Follows one or both streams of a job until it is final and everything was printed.
 struct LogCursor {
-  std::string stream;
+  protocol::LogStream stream;
   std::FILE* out;
   std::uint64_t offset = 0;
   int attempt = 0;
@@ -159,7 +159,7 @@ asio::awaitable<int> submit(AdminOptions o, SubmitOptions s) {
   std::cout.flush();
   if (!s.wait && !s.follow) co_return 0;
   if (s.follow) {
-    std::vector<LogCursor> cursors{{"stdout", stdout}, {"stderr", stderr}};
+    std::vector<LogCursor> cursors{{protocol::LogStream::out, stdout}, {protocol::LogStream::err, stderr}};
     auto f = co_await follow(*api, job->id, cursors, std::nullopt, true);
     if (!f) co_return report(f.error().message);
   }
@@ -225,7 +225,8 @@ asio::awaitable<int> job(AdminOptions o, std::string id) {
   co_return 0;
 }
 
-asio::awaitable<int> logs(AdminOptions o, std::string id, std::string stream, bool follow_on, std::optional<int> attempt) {
+asio::awaitable<int> logs(AdminOptions o, std::string id, protocol::LogStream stream, bool follow_on,
+                          std::optional<int> attempt) {
   auto api = Api::connect(co_await asio::this_coro::executor, o);
   if (!api) co_return report(api.error().message);
   std::vector<LogCursor> cursors{{stream, stdout}};
@@ -295,7 +296,7 @@ int cmd_jobs(const AdminOptions& o, const std::optional<std::string>& state, int
   return run_sync(jobs(o, state, limit));
 }
 int cmd_job(const AdminOptions& o, const std::string& id) { return run_sync(job(o, id)); }
-int cmd_logs(const AdminOptions& o, const std::string& id, const std::string& stream, bool follow_on,
+int cmd_logs(const AdminOptions& o, const std::string& id, protocol::LogStream stream, bool follow_on,
              std::optional<int> attempt) {
   return run_sync(logs(o, id, stream, follow_on, attempt));
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "control/admin/target.hpp"
+#include "protocol/types.hpp"
 
 namespace nymph::control::admin {
 
@@ -39,7 +40,7 @@ int cmd_jobs(const AdminOptions& o, const std::optional<std::string>& state, int
 int cmd_job(const AdminOptions& o, const std::string& id);
 // Prints a job's `stream` (of `attempt`, default the current one) as raw bytes; with `follow` until the job
 // is final.
-int cmd_logs(const AdminOptions& o, const std::string& id, const std::string& stream, bool follow,
+int cmd_logs(const AdminOptions& o, const std::string& id, protocol::LogStream stream, bool follow,
              std::optional<int> attempt);
 // Cancels a job and prints its new state.
 int cmd_cancel(const AdminOptions& o, const std::string& id);

@@ -72,7 +72,7 @@ class FakeControlPlane final : public ControlPlane {
     co_return protocol::EventResponse{};
   }
 
-  asio::awaitable<CallResult<std::uint64_t>> put_log(std::string job, std::string stream, std::uint64_t offset,
+  asio::awaitable<CallResult<std::uint64_t>> put_log(std::string job, protocol::LogStream stream, std::uint64_t offset,
                                                      std::string lease, std::string bytes) override {
     changed.notify();
     if (auto f = upload_failure(lease)) co_return *f;

@@ -121,8 +121,8 @@ TEST(ToEvent, AbsentFieldsStayAbsent) {
 }
 
 TEST(JobMapping, LogStreamsHaveTheirWireNames) {
-  EXPECT_EQ(to_log_stream(runners::Stream::out), "stdout");
-  EXPECT_EQ(to_log_stream(runners::Stream::err), "stderr");
+  EXPECT_EQ(to_log_stream(runners::Stream::out), protocol::LogStream::out);
+  EXPECT_EQ(to_log_stream(runners::Stream::err), protocol::LogStream::err);
 }
 
 TEST(JobMapping, CancelReasonsBecomeStopReasons) {

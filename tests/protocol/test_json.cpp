@@ -136,7 +136,7 @@ TEST(Protocol, IdsAndUlids) {
   EXPECT_FALSE(p::is_valid_id(""));
   EXPECT_FALSE(p::is_valid_id("a/b"));
   EXPECT_FALSE(p::is_valid_id(std::string(129, 'a')));
-  EXPECT_EQ(p::log_put_target("job_1", "stdout", 5, "lse_1"), "/v1/jobs/job_1/logs/stdout?offset=5&lease=lse_1");
+  EXPECT_EQ(p::log_put_target("job_1", p::LogStream::out, 5, "lse_1"), "/v1/jobs/job_1/logs/stdout?offset=5&lease=lse_1");
 }
 
 namespace {

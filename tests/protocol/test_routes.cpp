@@ -38,7 +38,7 @@ TEST(Routes, ClientPathsMatchBackToTheirEndpointAndParameters) {
   }
   EXPECT_EQ(p::poll_path("wrk_1"), "/v1/workers/wrk_1/poll");
   EXPECT_EQ(p::cancel_path("job_2"), "/v1/jobs/job_2/cancel");
-  EXPECT_EQ(p::log_get_target("job_2", "stdout", 7, 2), "/v1/jobs/job_2/logs/stdout?offset=7&attempt=2");
+  EXPECT_EQ(p::log_get_target("job_2", p::LogStream::out, 7, 2), "/v1/jobs/job_2/logs/stdout?offset=7&attempt=2");
 }
 
 TEST(Routes, WrongMethodListsTheAllowedOnesAndUnknownPathsAreNotFound) {
