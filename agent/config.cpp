@@ -12,6 +12,8 @@
 #include <toml++/toml.h>
 
 #include "common/duration.hpp"
+#include "common/files.hpp"
+#include "common/text.hpp"
 
 namespace nymph::agent {
 
@@ -350,29 +352,9 @@ Result<void> check_server_url(const ServerConfig& server) {
 }
 
 Result<std::string> read_token_file(const std::filesystem::path& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0)
-    return fail("token file " + path.string() + ": " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return fail("token file " + path.string() + " is not a regular file");
-  if (st.st_uid != ::geteuid())
-    return fail("token file " + path.string() + " is owned by uid " + std::to_string(st.st_uid) +
-                ", not by this user (uid " + std::to_string(::geteuid()) + ")");
-  if ((st.st_mode & 077) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return fail("token file " + path.string() + " has mode " + mode +
-                "; it must not be accessible by group or others (chmod 600 " + path.string() + ")");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail("cannot read token file " + path.string() + ": " + std::strerror(errno));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  std::string token = buf.str();
-  auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
-  while (!token.empty() && is_space(token.back())) token.pop_back();
-  std::size_t start = 0;
-  while (start < token.size() && is_space(token[start])) ++start;
-  token.erase(0, start);
+  auto data = read_private_file(path, "token file", 64 * 1024);
+  if (!data) return data.error();
+  std::string token(trim(*data));
   if (token.empty()) return fail("token file " + path.string() + " is empty");
   for (char c : token)
     if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7e)

@@ -14,6 +14,7 @@
 #include "agent/job_mapping.hpp"
 #include "agent/status_file.hpp"
 #include "common/coroutine_warning.hpp"
+#include "common/spawn.hpp"
 #include "nymph/version.hpp"
 
 namespace nymph::agent {
@@ -115,14 +116,8 @@ struct Daemon::Impl {
   // Spawns a background coroutine; run() waits for all of them before returning.
   void spawn(asio::awaitable<void> work, std::string what) {
     ++background;
-    asio::co_spawn(ex, std::move(work), [this, what = std::move(what)](std::exception_ptr e) {
-      if (e) {
-        try {
-          std::rethrow_exception(e);
-        } catch (const std::exception& ex) {
-          log->error("{} failed: {}", what, ex.what());
-        }
-      }
+    asio::co_spawn(ex, std::move(work), [this, report = log_failure(log, std::move(what))](std::exception_ptr e) {
+      report(e);
       --background;
       background_done.notify();
     });

@@ -13,6 +13,7 @@
 #include "agent/daemon.hpp"
 #include "agent/probe.hpp"
 #include "common/logging.hpp"
+#include "common/spawn.hpp"
 #include "common/ulid.hpp"
 #include "protocol/protocol.hpp"
 #include "nymph/version.hpp"
@@ -121,18 +122,6 @@ std::unique_ptr<runners::slurm::SlurmRunner> make_slurm_runner(asio::any_io_exec
   }
 }
 
-// A co_spawn completion that logs an escaped exception.
-auto report_failure(std::shared_ptr<spdlog::logger> log, std::string what) {
-  return [log, what](std::exception_ptr e) {
-    if (!e) return;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      log->error("{} failed: {}", what, ex.what());
-    }
-  };
-}
-
 // Inside an allocation (SLURM_JOB_ID set): asks squeue for the job's partition and time left. The backend
 // is "slurm" only when the job exists; otherwise the agent runs as a local worker and says why.
 asio::awaitable<void> detect_allocation(const AgentConfig& c, ProbeResult& probe, DaemonSettings& s,
@@ -206,7 +195,7 @@ int run_daemon(const RunArgs& args) {
     runner_map["process"] = process_runner.get();
   }
 
-  asio::co_spawn(ioc, detect_allocation(config, probe, settings, log), report_failure(log, "allocation probe"));
+  asio::co_spawn(ioc, detect_allocation(config, probe, settings, log), log_failure(log, "allocation probe"));
   ioc.run();
   ioc.restart();
 
@@ -223,7 +212,7 @@ int run_daemon(const RunArgs& args) {
 
   std::signal(SIGPIPE, SIG_IGN);
   asio::signal_set signals(ioc, SIGTERM, SIGINT, SIGUSR1);
-  asio::co_spawn(ioc, forward_signals(signals, daemon), report_failure(log, "signal handling"));
+  asio::co_spawn(ioc, forward_signals(signals, daemon), log_failure(log, "signal handling"));
 
   ExitReason reason = ExitReason::error;
   asio::co_spawn(ioc, daemon.run(), [&](std::exception_ptr e, ExitReason r) {

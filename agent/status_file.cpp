@@ -1,14 +1,13 @@
 #include "agent/status_file.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include <boost/json.hpp>
+
+#include "common/files.hpp"
 
 namespace nymph::agent {
 
@@ -20,17 +19,6 @@ std::int64_t to_unix_ms(std::chrono::system_clock::time_point t) {
 }
 std::chrono::system_clock::time_point from_unix_ms(std::int64_t ms) {
   return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
-}
-
-Result<void> write_all(int fd, const std::string& data) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail(std::string("write failed: ") + std::strerror(errno));
-    done += static_cast<std::size_t>(n);
-  }
-  return {};
 }
 }  // namespace
 
@@ -49,17 +37,8 @@ Result<void> write_status_file(const std::filesystem::path& path, const DaemonSt
   o["runningJobs"] = s.running_jobs;
   std::string text = json::serialize(o) + "\n";
 
-  auto tmp = path;
-  tmp += ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return fail("cannot write " + tmp.string() + ": " + std::strerror(errno));
-  auto ok = write_all(fd, text);
-  if (ok && durability == StatusDurability::synced && ::fsync(fd) != 0) ok = fail(std::string("fsync failed: ") + std::strerror(errno));
-  ::close(fd);
-  if (!ok) return fail(tmp.string() + ": " + ok.error().message);
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    return fail("cannot rename " + tmp.string() + " to " + path.string() + ": " + std::strerror(errno));
-  return {};
+  return write_file_atomically(path, text, 0600,
+                               durability == StatusDurability::synced ? Sync::file_and_directory : Sync::none);
 }
 
 Result<DaemonStatus> read_status_file(const std::filesystem::path& path) {

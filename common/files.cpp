@@ -96,7 +96,7 @@ Result<void> sync_directory(const fs::path& dir) {
   return {};
 }
 
-Result<void> write_file_atomically(const fs::path& path, std::string_view content, mode_t mode) {
+Result<void> write_file_atomically(const fs::path& path, std::string_view content, mode_t mode, Sync sync) {
   std::string tmpl = path.string() + ".tmp.XXXXXX";
   Fd f{::mkostemp(tmpl.data(), O_CLOEXEC)};
   if (f.fd < 0) return failure("cannot create a file beside", path, errno_message(errno));
@@ -106,9 +106,9 @@ Result<void> write_file_atomically(const fs::path& path, std::string_view conten
   };
   if (::fchmod(f.fd, mode) != 0) return abandon(errno_message(errno));
   if (auto w = write_all(f.fd, content); !w) return abandon(w.error().message);
-  if (::fsync(f.fd) != 0) return abandon(errno_message(errno));
+  if (sync == Sync::file_and_directory && ::fsync(f.fd) != 0) return abandon(errno_message(errno));
   if (::rename(tmpl.c_str(), path.c_str()) != 0) return abandon(errno_message(errno));
-  return sync_directory(path.parent_path());
+  return sync == Sync::file_and_directory ? sync_directory(path.parent_path()) : Result<void>{};
 }
 
 }  // namespace nymph

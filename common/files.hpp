@@ -23,10 +23,16 @@ Result<std::string> read_small_file(const std::filesystem::path& path, std::stri
 Result<std::string> read_private_file(const std::filesystem::path& path, std::string_view what,
                                       std::size_t max_bytes = 64 * 1024);
 
+// How far write_file_atomically goes to make a write survive a crash.
+enum class Sync {
+  file_and_directory,  // fsync the file before the rename and the directory after it: durable once it returns
+  none,                // still all or nothing for readers (rename), but may be lost in a crash (cheap)
+};
+
 // Replaces `path` with `content`: written to a temporary file beside it with `mode` (whatever the umask),
-// fsync'ed, renamed over `path`, and the directory fsync'ed. On failure `path` is unchanged and the temporary
-// file is removed.
-Result<void> write_file_atomically(const std::filesystem::path& path, std::string_view content, mode_t mode);
+// synced as `sync` says, renamed over `path`. On failure `path` is unchanged and the temporary file is removed.
+Result<void> write_file_atomically(const std::filesystem::path& path, std::string_view content, mode_t mode,
+                                   Sync sync = Sync::file_and_directory);
 
 // fsyncs directory `dir`, so entries created or renamed in it survive a crash.
 Result<void> sync_directory(const std::filesystem::path& dir);
