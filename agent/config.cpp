@@ -327,11 +327,9 @@ Result<AgentConfig> parse_config(std::string_view text, const std::string& sourc
 }
 
 Result<AgentConfig> load_config(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail("cannot read config file " + path.string() + ": " + std::strerror(errno));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return parse_config(buf.str(), path.string());
+  auto text = read_small_file(path, "config file", kMaxConfigBytes);
+  if (!text) return text.error();
+  return parse_config(*text, path.string());
 }
 
 Result<void> check_server_url(const ServerConfig& server) {

@@ -172,3 +172,12 @@ TEST_F(TokenFile, MissingEmptyAndNonRegularAreRefused) {
   fs::create_symlink(write("abc", 0600), dir / "link");
   EXPECT_NE(read_token_file(dir / "link").error().message.find("symbolic link"), std::string::npos);
 }
+
+TEST(Config, LoadRefusesDevicesFifosAndHugeFilesAtOnce) {
+  auto dev = load_config("/dev/zero");  // used to read without bound
+  ASSERT_FALSE(dev);
+  EXPECT_NE(dev.error().message.find("not a regular file"), std::string::npos) << dev.error().message;
+  auto missing = load_config("/nonexistent/nymph.toml");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("No such file"), std::string::npos) << missing.error().message;
+}
