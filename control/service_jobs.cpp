@@ -1,0 +1,164 @@
+// The Service's job, log and metrics endpoints (the worker endpoints and routing are in service.cpp).
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include "common/duration.hpp"
+#include "control/service.hpp"
+#include "control/service_detail.hpp"
+
+namespace nymph::control {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using Steady = std::chrono::steady_clock;
+using namespace detail;
+
+// ---------------------------------------------------------------------------------------------------------
+// Job endpoints
+
+asio::awaitable<HttpReply> Service::submit(const HttpRequest& req) {
+  auto body = decode<protocol::JobSubmission>(req.body, config_.limits);
+  if (!body) co_return body.error();
+  auto op = [b = *body](Store& s) { return s.submit(b, wall_now()); };
+  auto r = co_await db_.run(std::move(op));
+  hub_.wake_one_for(r.needs);
+  log_->info("job {} submitted (runner {}, kind {})", r.job.id, r.job.runner, r.job.kind);
+  co_return json_reply(201, r.job);
+}
+
+asio::awaitable<HttpReply> Service::list_jobs(const HttpRequest& req) {
+  auto t = parse_target(req.target);
+  std::optional<protocol::JobState> state;
+  int limit = 1000;
+  if (auto it = t->params.find("state"); it != t->params.end()) {
+    state = protocol::parse_job_state(it->second);
+    if (!state) co_return error_reply(400, "badRequest", "unknown job state '" + it->second.substr(0, 64) + "'");
+  }
+  if (auto it = t->params.find("limit"); it != t->params.end()) {
+    auto n = parse_u64(it->second);
+    if (!n || *n < 1 || *n > 10'000) co_return error_reply(400, "badRequest", "limit must be 1..10000");
+    limit = static_cast<int>(*n);
+  }
+  auto op = [state, limit](Store& s) { return s.list_jobs(state, limit); };
+  auto r = co_await db_.run(std::move(op));
+  co_return json_reply(200, r);
+}
+
+asio::awaitable<HttpReply> Service::get_job(std::string job_id, const HttpRequest& req) {
+  auto t = parse_target(req.target);
+  std::optional<Steady::time_point> deadline;
+  if (auto it = t->params.find("waitS"); it != t->params.end()) {
+    auto w = parse_u64(it->second);
+    if (!w || *w < 1 || *w > kMaxJobWaitS)
+      co_return error_reply(400, "badRequest", "query parameter 'waitS' must be 1.." + std::to_string(kMaxJobWaitS));
+    deadline = Steady::now() + std::chrono::seconds(*w);
+  }
+  for (;;) {
+    auto op = [job_id](Store& s) { return s.get_job(job_id); };
+    auto r = co_await db_.run(std::move(op));
+    if (!r) co_return reply_for(r.error());
+    if (!deadline || protocol::is_final(r->state) || stopping_ || Steady::now() >= *deadline)
+      co_return json_reply(200, *r);
+    asio::steady_timer timer(ex_, *deadline);
+    auto parked = job_waiters_.emplace(job_id, &timer);
+    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    job_waiters_.erase(parked);
+    // The client went away (the server cancels a held request when its connection closes).
+    auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none) throw boost::system::system_error(asio::error::operation_aborted);
+  }
+}
+
+asio::awaitable<HttpReply> Service::cancel_job(std::string job_id) {
+  auto op = [job_id](Store& s) { return s.cancel_job(job_id, wall_now()); };
+  auto r = co_await db_.run(std::move(op));
+  if (!r) co_return reply_for(r.error());
+  if (r->wake_worker) hub_.wake_worker(*r->wake_worker);
+  wake_job_waiters(job_id);
+  log_->info("job {} cancel requested: now {}", job_id, protocol::to_string(r->job.state));
+  co_return json_reply(200, r->job);
+}
+
+asio::awaitable<HttpReply> Service::event(std::string job_id, const HttpRequest& req) {
+  auto body = decode<protocol::EventRequest>(req.body, config_.limits);
+  if (!body) co_return body.error();
+  auto op = [job_id, b = *body](Store& s) { return s.apply_event(job_id, b, wall_now()); };
+  auto r = co_await db_.run(std::move(op));
+  if (!r) co_return reply_for(r.error());
+  if (r->attempt_ended) {
+    liveness_.lease_forget(body->lease_id);
+    rearm_clocks();
+  }
+  if (r->requeued) hub_.wake_one_for(*r->requeued);
+  if (r->freed_slot) hub_.slot_freed(r->freed_slot->first, r->freed_slot->second);
+  if (r->attempt_ended) wake_job_waiters(job_id);
+  co_return json_reply(200, r->reply);
+}
+
+asio::awaitable<HttpReply> Service::put_log(std::string job_id, std::string stream, const HttpRequest& req) {
+  auto t = parse_target(req.target);
+  auto off = t->params.find("offset");
+  auto lease = t->params.find("lease");
+  std::optional<std::uint64_t> offset;
+  if (off != t->params.end()) offset = parse_u64(off->second);
+  if (!offset) co_return error_reply(400, "badRequest", "query parameter 'offset' must be a non-negative integer");
+  if (lease == t->params.end() || !protocol::is_valid_id(lease->second))
+    co_return error_reply(400, "badRequest", "query parameter 'lease' must be a lease id");
+  auto op = [job_id, stream, l = lease->second, o = *offset, bytes = req.body](Store& s) {
+    return s.append_log(job_id, stream, l, o, bytes);
+  };
+  auto r = co_await db_.run(std::move(op));
+  if (!r) co_return reply_for(r.error());
+  co_return json_reply(200, protocol::LogAppendResponse{*r});
+}
+
+asio::awaitable<HttpReply> Service::get_log(std::string job_id, std::string stream, const HttpRequest& req) {
+  auto t = parse_target(req.target);
+  std::uint64_t offset = 0;
+  std::optional<int> attempt;
+  if (auto it = t->params.find("offset"); it != t->params.end()) {
+    auto o = parse_u64(it->second);
+    if (!o) co_return error_reply(400, "badRequest", "query parameter 'offset' must be a non-negative integer");
+    offset = *o;
+  }
+  if (auto it = t->params.find("attempt"); it != t->params.end()) {
+    auto a = parse_u64(it->second);
+    if (!a || *a < 1 || *a > 1000) co_return error_reply(400, "badRequest", "query parameter 'attempt' must be 1..1000");
+    attempt = static_cast<int>(*a);
+  }
+  auto op = [job_id, stream, offset, attempt](Store& s) {
+    return s.read_log(job_id, stream, offset, attempt, kMaxLogRead);
+  };
+  auto r = co_await db_.run(std::move(op));
+  if (!r) co_return reply_for(r.error());
+  HttpReply out{200, "application/octet-stream", std::move(r->data), {}};
+  out.headers.emplace_back(protocol::kLogSizeHeader, std::to_string(r->size));
+  out.headers.emplace_back(protocol::kLogAttemptHeader, std::to_string(r->attempt));
+  out.headers.emplace_back(protocol::kLogCompleteHeader, r->complete ? "true" : "false");
+  co_return out;
+}
+
+asio::awaitable<HttpReply> Service::metrics() {
+  auto op = [](Store& s) { return s.counts(); };
+  auto c = co_await db_.run(std::move(op));
+  std::string out;
+  out += "# HELP nymph_workers Workers by status.\n# TYPE nymph_workers gauge\n";
+  for (const auto& [k, n] : c.workers_by_status) out += "nymph_workers{status=\"" + k + "\"} " + std::to_string(n) + "\n";
+  out += "# HELP nymph_jobs Jobs by state.\n# TYPE nymph_jobs gauge\n";
+  for (const auto& [k, n] : c.jobs_by_state) out += "nymph_jobs{state=\"" + k + "\"} " + std::to_string(n) + "\n";
+  out += "# HELP nymph_queue_depth Jobs waiting for a worker.\n# TYPE nymph_queue_depth gauge\n";
+  out += "nymph_queue_depth " + std::to_string(c.jobs_by_state["queued"]) + "\n";
+  out += "# HELP nymph_held_polls Polls held open now.\n# TYPE nymph_held_polls gauge\n";
+  out += "nymph_held_polls " + std::to_string(hub_.size()) + "\n";
+  out += "# HELP nymph_held_job_waits GET /v1/jobs/{id}?waitS= requests held open now.\n"
+         "# TYPE nymph_held_job_waits gauge\n";
+  out += "nymph_held_job_waits " + std::to_string(job_waiters_.size()) + "\n";
+  out += "# HELP nymph_db_commits_total Database batches committed.\n# TYPE nymph_db_commits_total counter\n";
+  out += "nymph_db_commits_total " + std::to_string(db_.batches()) + "\n";
+  out += "# HELP nymph_db_operations_total Database operations committed.\n# TYPE nymph_db_operations_total counter\n";
+  out += "nymph_db_operations_total " + std::to_string(db_.committed_ops()) + "\n";
+  co_return HttpReply{200, "text/plain; version=0.0.4", std::move(out), {}};
+}
+
+}  // namespace nymph::control
