@@ -68,7 +68,7 @@ class FakeAgent {
         call(http::Method::post, p::events_path(job.job_id), p::to_json_text(e));
       };
       event(1, p::EventState::running, {});
-      call(http::Method::put, p::log_put_target(job.job_id, "stdout", 0, job.lease_id), out);
+      call(http::Method::put, p::log_put_target(job.job_id, p::LogStream::out, 0, job.lease_id), out);
       event(2, final_state, code);
     } catch (const std::exception& e) {
       error = e.what();

@@ -63,7 +63,7 @@ class Failures : public ::testing::Test {
   }
 
   http::Response put_log(std::string bytes) {
-    return send(http::Method::put, p::log_put_target(job_, "stdout", 0, lease_), agent(), std::move(bytes),
+    return send(http::Method::put, p::log_put_target(job_, p::LogStream::out, 0, lease_), agent(), std::move(bytes),
                 "application/octet-stream");
   }
 
@@ -104,7 +104,7 @@ TEST_F(Failures, AnUnwritableLogDirectoryIs503UntilItIsFixed) {
   auto r = put_log("hello");
   EXPECT_EQ(outcome(r), "503 unavailable");
   std::string log = cp_.log();
-  EXPECT_NE(log.find("PUT " + p::log_put_target(job_, "stdout", 0, lease_) + ": storage unavailable: log file"),
+  EXPECT_NE(log.find("PUT " + p::log_put_target(job_, p::LogStream::out, 0, lease_) + ": storage unavailable: log file"),
             std::string::npos)
       << log;
   std::filesystem::remove(logs);

@@ -107,7 +107,7 @@ class Api {
   }
 
   http::Response put_log(const std::string& job, const std::string& lease, std::uint64_t offset, std::string bytes,
-                         std::string stream = "stdout") {
+                         p::LogStream stream = p::LogStream::out) {
     auto r = req(http::Method::put, p::log_put_target(job, stream, offset, lease), agent(), std::move(bytes));
     r.content_type = "application/octet-stream";
     auto res = run_coro(ioc_, client_.request(std::move(r)));
@@ -244,7 +244,7 @@ TEST(ControlServer, EveryEndpointRoundTrip) {
   ASSERT_EQ(info.attempts.size(), 1u);
   EXPECT_EQ(info.attempts[0].worker_id, w);
   EXPECT_EQ(info.events.size(), 2u);
-  auto log = api.call(http::Method::get, p::log_get_target(j, "stdout", 0), api.admin());
+  auto log = api.call(http::Method::get, p::log_get_target(j, p::LogStream::out, 0), api.admin());
   EXPECT_EQ(log.body, "hi\n");
   EXPECT_EQ(log.header("X-Nymph-Log-Size"), "3");
   EXPECT_EQ(log.header("X-Nymph-Log-Complete"), "true");
@@ -437,17 +437,17 @@ TEST(ControlServer, LogOffsetsOverlapGapAndBinaryBytes) {
   EXPECT_EQ(e.code, "logGap");
   EXPECT_EQ(e.expected_offset, 192u);
   EXPECT_EQ(api.put_log(j, lease, 192, bytes.substr(192)).status, 200u);
-  EXPECT_EQ(api.put_log(j, lease, 0, "err", "stderr").status, 200u);
-  auto out = api.call(http::Method::get, p::log_get_target(j, "stdout", 0), api.admin());
+  EXPECT_EQ(api.put_log(j, lease, 0, "err", p::LogStream::err).status, 200u);
+  auto out = api.call(http::Method::get, p::log_get_target(j, p::LogStream::out, 0), api.admin());
   EXPECT_EQ(out.body, bytes);
   EXPECT_EQ(out.header("Content-Type"), "application/octet-stream");
-  EXPECT_EQ(api.call(http::Method::get, p::log_get_target(j, "stdout", 250), api.admin()).body, bytes.substr(250));
-  EXPECT_EQ(api.call(http::Method::get, p::log_get_target(j, "stderr", 0), api.admin()).body, "err");
+  EXPECT_EQ(api.call(http::Method::get, p::log_get_target(j, p::LogStream::out, 250), api.admin()).body, bytes.substr(250));
+  EXPECT_EQ(api.call(http::Method::get, p::log_get_target(j, p::LogStream::err, 0), api.admin()).body, "err");
   EXPECT_EQ(api.call(http::Method::put, "/v1/jobs/" + j + "/logs/stdout?offset=-1&lease=" + lease, api.agent(), "x").status, 400u);
   EXPECT_EQ(api.call(http::Method::put, "/v1/jobs/" + j + "/logs/stdout?offset=abc&lease=" + lease, api.agent(), "x").status, 400u);
   EXPECT_EQ(api.call(http::Method::put, "/v1/jobs/" + j + "/logs/stdout?offset=0", api.agent(), "x").status, 400u);
   EXPECT_EQ(api.call(http::Method::put, "/v1/jobs/" + j + "/logs/stdlog?offset=0&lease=" + lease, api.agent(), "x").status, 400u);
-  EXPECT_EQ(api.call(http::Method::get, p::log_get_target(j, "stdout", 0) + "&attempt=0", api.admin()).status, 400u);
+  EXPECT_EQ(api.call(http::Method::get, p::log_get_target(j, p::LogStream::out, 0) + "&attempt=0", api.admin()).status, 400u);
 }
 
 TEST(ControlServer, BadRequestsGetClear4xxAndTheServerKeepsServing) {
@@ -525,7 +525,7 @@ TEST(ControlServer, Kill9MidStreamThenRestartLosesNothingAcknowledged) {
   cp.restart();
   Api api(cp);
   for (const auto& [id, state] : expected) EXPECT_EQ(api.job(id).state, state) << id;
-  EXPECT_EQ(api.call(http::Method::get, p::log_get_target(streaming, "stdout", 0), api.admin()).body, acked);
+  EXPECT_EQ(api.call(http::Method::get, p::log_get_target(streaming, p::LogStream::out, 0), api.admin()).body, acked);
   // The agent carries on: its poll renews its leases (no cancel for the live one) and uploads continue.
   auto resumed = api.poll(w, 0, {{streaming, streaming_lease}, {cancelling, cancelling_lease}});
   ASSERT_EQ(resumed.cancel.size(), 1u);
@@ -534,7 +534,7 @@ TEST(ControlServer, Kill9MidStreamThenRestartLosesNothingAcknowledged) {
   EXPECT_EQ(api.put_log(streaming, streaming_lease, acked.size(), "tail\n").status, 200u);
   EXPECT_EQ(api.event(streaming, streaming_lease, 2, p::EventState::succeeded, 0).status, 200u);
   EXPECT_EQ(api.job(streaming).state, p::JobState::succeeded);
-  EXPECT_EQ(api.call(http::Method::get, p::log_get_target(streaming, "stdout", 0), api.admin()).body, acked + "tail\n");
+  EXPECT_EQ(api.call(http::Method::get, p::log_get_target(streaming, p::LogStream::out, 0), api.admin()).body, acked + "tail\n");
   EXPECT_EQ(api.event(cancelling, cancelling_lease, 1, p::EventState::cancelled).status, 200u);
   EXPECT_EQ(api.job(cancelling).state, p::JobState::cancelled);
 }
