@@ -76,7 +76,7 @@ class FakeControlPlane final : public ControlPlane {
                                                      std::string lease, std::string bytes) override {
     changed.notify();
     if (auto f = upload_failure(lease)) co_return *f;
-    auto& stored = logs[job + "/" + stream];
+    auto& stored = logs[job + "/" + std::string(protocol::to_string(stream))];
     EXPECT_LE(offset, stored.size());
     stored.resize(offset);
     stored += bytes;
