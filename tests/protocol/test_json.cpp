@@ -155,7 +155,7 @@ std::string reencode(std::string_view text) {
 TEST(Protocol, CanonicalDocumentsSurviveDecodeThenEncode) {
   const std::string assignment =
       R"({"jobId":"job_1","attempt":2,"leaseId":"lse_1","runner":"slurm","kind":"training",)"
-      R"("spec":{"env":{"A":"1"},"timeoutS":1.5,"runConfig":{"slurm":{"qos":"q"}},)"
+      R"("spec":{"env":{"A":"1"},"timeoutS":90,"runConfig":{"slurm":{"qos":"q"}},)"
       R"("payload":{"profile":"smoke","parameters":{"m":"x"}}}})";
   EXPECT_EQ(reencode<p::JobAssignment>(assignment), assignment);
   const std::string event =
