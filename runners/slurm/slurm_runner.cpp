@@ -15,15 +15,16 @@
 
 #include "common/coroutine_warning.hpp"
 #include "runners/profile.hpp"
-#include "runners/slurm/options.hpp"
-#include "runners/slurm/parse.hpp"
 #include "runners/slurm/script.hpp"
+#include "slurm/commands.hpp"
+#include "slurm/parse.hpp"
 
 namespace nymph::runners::slurm {
 namespace {
 
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
+namespace cli = nymph::slurm;
 
 JobUpdate failed_update(std::string message, std::optional<std::string> slurm_id = std::nullopt) {
   JobUpdate u;
@@ -31,12 +32,6 @@ JobUpdate failed_update(std::string message, std::optional<std::string> slurm_id
   u.message = std::move(message);
   u.slurm_job_id = std::move(slurm_id);
   return u;
-}
-
-std::string join(const std::vector<std::string>& ids) {
-  std::string s;
-  for (const auto& id : ids) (s += s.empty() ? "" : ",") += id;
-  return s;
 }
 
 Result<void> write_file(const fs::path& path, const std::string& text, fs::perms perms) {
@@ -100,8 +95,8 @@ struct SlurmRunner::Attempt {
   OutputTail out, err;
 };
 
-SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig config, std::unique_ptr<CommandRunner> commands,
-                         std::shared_ptr<spdlog::logger> logger)
+SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig config,
+                         std::unique_ptr<cli::CommandRunner> commands, std::shared_ptr<spdlog::logger> logger)
     : executor_(std::move(executor)),
       config_(std::move(config)),
       commands_(std::move(commands)),
@@ -109,7 +104,7 @@ SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig confi
       tracker_(TrackerConfig{config_.max_poll_duration, config_.cancel_grace, config_.lost_after_cycles}),
       poll_timer_(executor_),
       random_(std::random_device{}()) {
-  if (auto r = check_sbatch_path(config_.launch_dir); !r) throw std::runtime_error("[runners.slurm] launch_dir: " + r.error().message);
+  if (auto r = cli::check_sbatch_path(config_.launch_dir); !r) throw std::runtime_error("[runners.slurm] launch_dir: " + r.error().message);
   std::error_code ec;
   fs::create_directories(config_.launch_dir, ec);
   if (ec) throw std::runtime_error("[runners.slurm] cannot create launch_dir " + config_.launch_dir.string() + ": " + ec.message());
@@ -129,9 +124,9 @@ asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter)
     co_return failed_update("this worker runs approved training profiles only ([runners.process] allow_commands = "
                             "false): argv and command jobs are refused");
   // A profile's own #SBATCH lines decide its resources: site defaults on the command line would override them.
-  OptionDefaults defaults{config_.account, config_.qos, config_.partition};
+  cli::OptionDefaults defaults{config_.account, config_.qos, config_.partition};
   if (training) defaults = {};
-  auto options = validate_options(spec.slurm_options, defaults);
+  auto options = cli::validate_options(spec.slurm_options, defaults);
   if (!options) co_return failed_update(options.error().message);
   const Profile* profile = nullptr;
   std::string input;
@@ -166,8 +161,8 @@ asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter)
   a.entry.slurm_job_id = *slurm_id;
   a.entry.submitted_at = WallClock::now();
   if (auto j = journal_->append(a.entry); !j) {
-    std::vector<std::string> argv{config_.scancel, *slurm_id};
-    co_await command(argv);
+    std::vector<std::string> ids{*slurm_id};
+    co_await command(cli::scancel_argv(config_.scancel, ids));
     co_return end_without_tracking(spec.job_id, *dir, failed_update(j.error().message + "; Slurm job " + *slurm_id + " cancelled", *slurm_id));
   }
   log_->info("job {} attempt {}: submitted as Slurm job {} ({})", spec.job_id, spec.attempt, *slurm_id, dir->string());
@@ -192,7 +187,7 @@ Result<fs::path> SlurmRunner::fresh_dir(const JobSpec& spec) {
   return dir;
 }
 
-Result<SlurmRunner::Submission> SlurmRunner::prepare_command(const JobSpec& spec, const std::vector<SbatchOption>& options) {
+Result<SlurmRunner::Submission> SlurmRunner::prepare_command(const JobSpec& spec, const SbatchOptions& options) {
   if (auto id = check_job_id(spec.job_id); !id) return id.error();
   const fs::path planned = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
   auto rendered = render_job(spec, planned, options);
@@ -204,13 +199,13 @@ Result<SlurmRunner::Submission> SlurmRunner::prepare_command(const JobSpec& spec
     if (auto w = write_file(*dir / kCommandFile, *rendered->command, fs::perms::owner_read | fs::perms::owner_write); !w)
       return w.error();
   }
-  std::vector<std::string> argv{config_.sbatch, "--parsable", (*dir / kScriptFile).string()};
-  return Submission{*dir, std::move(argv), scrubbed_environment(), false};
+  return Submission{*dir, cli::sbatch_file_argv(config_.sbatch, (*dir / kScriptFile).string()),
+                    cli::scrubbed_environment(), false};
 }
 
 Result<SlurmRunner::Submission> SlurmRunner::prepare_training(const JobSpec& spec, const Profile& profile,
                                                               const std::string& input,
-                                                              const std::vector<SbatchOption>& options) {
+                                                              const SbatchOptions& options) {
   const fs::path planned = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
   auto args = training_sbatch_args(spec, planned, options, profile.script);
   if (!args) return args.error();
@@ -221,7 +216,7 @@ Result<SlurmRunner::Submission> SlurmRunner::prepare_training(const JobSpec& spe
   argv.insert(argv.end(), args->begin(), args->end());
   // sbatch exports its own environment to the job (--export=ALL is its default): the profile finds its
   // paths there. The agent's own NYMPH_* variables are not passed on.
-  auto env = scrubbed_environment();
+  auto env = cli::scrubbed_environment();
   std::erase_if(env, [](const auto& kv) { return kv.first.starts_with("NYMPH_"); });
   env["NYMPH_INPUT"] = (*dir / kInputFile).string();
   env["NYMPH_RESULT"] = (*dir / kResultFile).string();
@@ -236,10 +231,11 @@ asio::awaitable<Result<std::string>> SlurmRunner::submit(const Submission& s) {
   auto r = co_await commands_->run(std::move(argv), std::move(env), config_.command_timeout);
   if (!r) co_return fail("sbatch: " + r.error().message);
   if (r->exit_code != 0) {
-    std::string err(trim(r->err));
-    co_return fail("sbatch failed (exit status " + std::to_string(r->exit_code) + "): " + (err.empty() ? std::string(trim(r->out)) : err));
+    std::string err(cli::trim(r->err));
+    co_return fail("sbatch failed (exit status " + std::to_string(r->exit_code) + "): " +
+                   (err.empty() ? std::string(cli::trim(r->out)) : err));
   }
-  co_return parse_sbatch_output(r->out);
+  co_return cli::parse_sbatch_output(r->out);
 }
 
 JobUpdate SlurmRunner::end_without_tracking(const std::string& job_id, const fs::path& dir, JobUpdate u) {
@@ -273,10 +269,10 @@ asio::awaitable<JobUpdate> SlurmRunner::resume(JournalEntry entry, JobReporter& 
 }
 
 asio::awaitable<Result<void>> SlurmRunner::abandon(JournalEntry entry) {
-  std::vector<std::string> argv{config_.scancel, entry.slurm_job_id};
-  auto r = co_await command(argv);
+  std::vector<std::string> ids{entry.slurm_job_id};
+  auto r = co_await command(cli::scancel_argv(config_.scancel, ids));
   if (!r || r->exit_code != 0) {
-    std::string why = r ? std::string(trim(r->err)) : r.error().message;
+    std::string why = r ? std::string(cli::trim(r->err)) : r.error().message;
     co_return fail("scancel " + entry.slurm_job_id + " failed: " + why);
   }
   finished_[entry.job_id] = Finished{entry.dir, entry.attempt, true};
@@ -407,19 +403,15 @@ asio::awaitable<void> SlurmRunner::run_cycle() {
 asio::awaitable<TrackerEvent> SlurmRunner::perform(const TrackerAction& action) {
   switch (action.step) {
     case TrackerStep::scancel: {
-      std::vector<std::string> argv{config_.scancel};
-      argv.insert(argv.end(), action.slurm_ids.begin(), action.slurm_ids.end());
-      auto r = co_await command(std::move(argv));
+      auto r = co_await command(cli::scancel_argv(config_.scancel, action.slurm_ids));
       co_return TrackerEvent(tracker_event::ScancelDone{std::move(r)});
     }
     case TrackerStep::squeue: {
-      std::vector<std::string> argv{config_.squeue, "--noheader", "-o", std::string(kSqueueFormat), "-j", join(action.slurm_ids)};
-      auto r = co_await command(std::move(argv));
+      auto r = co_await command(cli::squeue_jobs_argv(config_.squeue, action.slurm_ids));
       co_return TrackerEvent(tracker_event::SqueueDone{std::move(r)});
     }
     case TrackerStep::sacct: {
-      std::vector<std::string> argv{config_.sacct, "-X", "-n", "-P", "-o", std::string(kSacctFormat), "-j", join(action.slurm_ids)};
-      auto r = co_await command(std::move(argv));
+      auto r = co_await command(cli::sacct_jobs_argv(config_.sacct, action.slurm_ids));
       co_return TrackerEvent(tracker_event::SacctDone{std::move(r)});
     }
     case TrackerStep::read_exit_files: co_return TrackerEvent(read_exit_files(action.slurm_ids));
@@ -428,8 +420,8 @@ asio::awaitable<TrackerEvent> SlurmRunner::perform(const TrackerAction& action) 
   throw std::logic_error("slurm runner: nothing to perform");
 }
 
-asio::awaitable<Result<CommandResult>> SlurmRunner::command(std::vector<std::string> argv) {
-  co_return co_await commands_->run(std::move(argv), scrubbed_environment(), config_.command_timeout);
+asio::awaitable<Result<cli::CommandResult>> SlurmRunner::command(std::vector<std::string> argv) {
+  co_return co_await commands_->run(std::move(argv), cli::scrubbed_environment(), config_.command_timeout);
 }
 
 tracker_event::ExitFilesRead SlurmRunner::read_exit_files(const std::vector<std::string>& slurm_ids) const {

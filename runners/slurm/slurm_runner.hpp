@@ -12,6 +12,7 @@
 // Manager shutdown: stop(job, StopReason::shutdown) detaches an attempt — the Slurm job keeps running,
 // run()/resume() return at once with a NON-final update (state running, the Slurm id, "left running")
 // which the agent must not report as the attempt's end; the journal keeps the entry for step 3.
+// The Slurm command lines and their parsers are in slurm/.
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -29,10 +30,10 @@
 
 #include "runners/profile.hpp"
 #include "runners/runner.hpp"
-#include "runners/slurm/command_runner.hpp"
 #include "runners/slurm/journal.hpp"
-#include "runners/slurm/options.hpp"
 #include "runners/slurm/tracker.hpp"
+#include "slurm/command_runner.hpp"
+#include "slurm/options.hpp"
 
 namespace nymph::runners::slurm {
 
@@ -68,8 +69,8 @@ class SlurmRunner final : public Runner {
   // Throws std::runtime_error for start-up errors: launch_dir not absolute or not usable in an sbatch script
   // (spaces, quotes, '%'), cannot be created, or an unreadable journal. All coroutines run on `executor`;
   // destroy the runner only when its io_context no longer runs (a stopped or finished context).
-  SlurmRunner(boost::asio::any_io_executor executor, SlurmRunnerConfig config, std::unique_ptr<CommandRunner> commands,
-              std::shared_ptr<spdlog::logger> logger);
+  SlurmRunner(boost::asio::any_io_executor executor, SlurmRunnerConfig config,
+              std::unique_ptr<nymph::slurm::CommandRunner> commands, std::shared_ptr<spdlog::logger> logger);
   ~SlurmRunner() override;
 
   std::string_view name() const override { return "slurm"; }
@@ -129,9 +130,10 @@ class SlurmRunner final : public Runner {
     std::map<std::string, std::string> env;
     bool training = false;
   };
-  Result<Submission> prepare_command(const JobSpec& spec, const std::vector<SbatchOption>& options);
+  using SbatchOptions = std::vector<nymph::slurm::SbatchOption>;
+  Result<Submission> prepare_command(const JobSpec& spec, const SbatchOptions& options);
   Result<Submission> prepare_training(const JobSpec& spec, const Profile& profile, const std::string& input,
-                                      const std::vector<SbatchOption>& options);
+                                      const SbatchOptions& options);
   Result<std::filesystem::path> fresh_dir(const JobSpec& spec);
   boost::asio::awaitable<Result<std::string>> submit(const Submission& s);
   boost::asio::awaitable<JobUpdate> follow(Attempt& a, OutputOffsets from);
@@ -142,7 +144,7 @@ class SlurmRunner final : public Runner {
   boost::asio::awaitable<void> poll_loop();
   boost::asio::awaitable<void> run_cycle();
   boost::asio::awaitable<TrackerEvent> perform(const TrackerAction& action);
-  boost::asio::awaitable<Result<CommandResult>> command(std::vector<std::string> argv);
+  boost::asio::awaitable<Result<nymph::slurm::CommandResult>> command(std::vector<std::string> argv);
   tracker_event::ExitFilesRead read_exit_files(const std::vector<std::string>& slurm_ids) const;
   void deliver(std::vector<TrackerReport> reports);
   std::chrono::milliseconds jittered_interval();
@@ -150,7 +152,7 @@ class SlurmRunner final : public Runner {
 
   boost::asio::any_io_executor executor_;
   SlurmRunnerConfig config_;
-  std::unique_ptr<CommandRunner> commands_;
+  std::unique_ptr<nymph::slurm::CommandRunner> commands_;
   std::shared_ptr<spdlog::logger> log_;
   Tracker tracker_;
   std::optional<Journal> journal_;
