@@ -12,7 +12,11 @@
 // Manager shutdown: stop(job, StopReason::shutdown) detaches an attempt — the Slurm job keeps running,
 // run()/resume() return at once with a NON-final update (state running, the Slurm id, "left running")
 // which the agent must not report as the attempt's end; the journal keeps the entry for step 3.
-// The Slurm command lines and their parsers are in slurm/.
+//
+// launch_dir is on a shared filesystem: output files, exit-status files, job directories and the journal are
+// read and written on the runner's own I/O threads (runners/slurm/io_pool.hpp), never on the io_context
+// thread, so a stalled mount holds up only the jobs whose files it holds. The Slurm command lines and their
+// parsers are in slurm/.
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -30,6 +34,7 @@
 
 #include "runners/profile.hpp"
 #include "runners/runner.hpp"
+#include "runners/slurm/io_pool.hpp"
 #include "runners/slurm/journal.hpp"
 #include "runners/slurm/tracker.hpp"
 #include "slurm/command_runner.hpp"
@@ -55,6 +60,7 @@ struct SlurmRunnerConfig {
   std::chrono::milliseconds cancel_grace{5 * 60'000};
   ProfileCatalog profiles;                           // approved training profiles (kind=training)
   bool profiles_only = false;                        // refuse kind=command jobs ([runners.process] allow_commands = false)
+  int io_threads = 2;                                // threads for launch_dir I/O (shared filesystem)
 };
 
 // Where to resume shipping output after a restart (bytes the control plane already has).
@@ -66,11 +72,13 @@ struct OutputOffsets {
 class SlurmRunner final : public Runner {
  public:
   // Prepares launch_dir (created 0700 if missing), reads and compacts its journal, opens it for appending.
-  // Throws std::runtime_error for start-up errors: launch_dir not absolute or not usable in an sbatch script
-  // (spaces, quotes, '%'), cannot be created, or an unreadable journal. All coroutines run on `executor`;
-  // destroy the runner only when its io_context no longer runs (a stopped or finished context).
+  // (These start-up steps block the calling thread.) Throws std::runtime_error for start-up errors:
+  // launch_dir not absolute or not usable in an sbatch script (spaces, quotes, '%'), cannot be created, or an
+  // unreadable journal. All coroutines run on `executor`; destroy the runner only when its io_context no
+  // longer runs (a stopped or finished context).
   SlurmRunner(boost::asio::any_io_executor executor, SlurmRunnerConfig config,
               std::unique_ptr<nymph::slurm::CommandRunner> commands, std::shared_ptr<spdlog::logger> logger);
+  // Waits for the I/O threads to finish what release() queued (journal lines, directory removals).
   ~SlurmRunner() override;
 
   std::string_view name() const override { return "slurm"; }
@@ -94,7 +102,8 @@ class SlurmRunner final : public Runner {
   void stop(const std::string& job_id, StopReason why) override;
 
   // After the final event was delivered: marks the attempt done in the journal and removes its job
-  // directory unless keep_job_dirs. Ignored for unknown, still-running or detached attempts.
+  // directory unless keep_job_dirs, in that order, on the I/O threads: returns at once, and the work is done
+  // by the time the runner is destroyed. Ignored for unknown, still-running or detached attempts.
   void release(const std::string& job_id) override;
 
   // Attempts of this launch_dir that were submitted and not released, as found in the journal when the
@@ -109,7 +118,8 @@ class SlurmRunner final : public Runner {
   boost::asio::awaitable<JobUpdate> resume(JournalEntry entry, JobReporter& reporter, OutputOffsets from = {});
 
   // Gives up a journaled attempt the control plane no longer wants: scancel (one try, bounded by
-  // command_timeout), journal done, job directory removed unless keep_job_dirs. Returns scancel's error.
+  // command_timeout), journal done, job directory removed unless keep_job_dirs; all of it done when it
+  // returns. Returns scancel's error.
   boost::asio::awaitable<Result<void>> abandon(JournalEntry entry);
 
   // Number of attempts being tracked (submitted, not ended).
@@ -131,11 +141,14 @@ class SlurmRunner final : public Runner {
     bool training = false;
   };
   using SbatchOptions = std::vector<nymph::slurm::SbatchOption>;
-  Result<Submission> prepare_command(const JobSpec& spec, const SbatchOptions& options);
+  Result<Submission> prepare_command(const JobSpec& spec, const SbatchOptions& options) const;
   Result<Submission> prepare_training(const JobSpec& spec, const Profile& profile, const std::string& input,
-                                      const SbatchOptions& options);
-  Result<std::filesystem::path> fresh_dir(const JobSpec& spec);
+                                      const SbatchOptions& options) const;
+  boost::asio::awaitable<Result<Submission>> prepare(const JobSpec& spec, const Profile* profile, std::string input,
+                                                     const SbatchOptions& options);
   boost::asio::awaitable<Result<std::string>> submit(const Submission& s);
+  boost::asio::awaitable<JobUpdate> submit_and_follow(Attempt& a, Submission sub);
+  std::optional<JobUpdate> refusal(const JobSpec& spec) const;
   boost::asio::awaitable<JobUpdate> follow(Attempt& a, OutputOffsets from);
   boost::asio::awaitable<void> ship_output(Attempt& a, bool to_end);
   JobUpdate end_without_tracking(const std::string& job_id, const std::filesystem::path& dir, JobUpdate u);
@@ -145,7 +158,7 @@ class SlurmRunner final : public Runner {
   boost::asio::awaitable<void> run_cycle();
   boost::asio::awaitable<TrackerEvent> perform(const TrackerAction& action);
   boost::asio::awaitable<Result<nymph::slurm::CommandResult>> command(std::vector<std::string> argv);
-  tracker_event::ExitFilesRead read_exit_files(const std::vector<std::string>& slurm_ids) const;
+  boost::asio::awaitable<tracker_event::ExitFilesRead> read_exit_files(const std::vector<std::string>& slurm_ids);
   void deliver(std::vector<TrackerReport> reports);
   std::chrono::milliseconds jittered_interval();
   void request_cycle();
@@ -164,6 +177,7 @@ class SlurmRunner final : public Runner {
   bool poll_running_ = false;
   bool cycle_requested_ = false;
   std::minstd_rand random_;
+  IoPool io_;  // last: destroyed (joined) first, while everything its work touches still exists
 };
 
 }  // namespace nymph::runners::slurm

@@ -108,9 +108,11 @@ TEST_F(RunnerTest, CompletedJobReportsPendingRunningOutputAndSucceeded) {
   EXPECT_EQ(fake.count("sacct"), 1);
   EXPECT_EQ(fake.count("scancel"), 0);
 
-  // release() marks the journal entry done and removes the job directory.
+  // release() marks the journal entry done and removes the job directory, on the runner's I/O threads: done
+  // by the time the runner is gone.
   EXPECT_TRUE(fs::exists(launch / "a-1" / "job.sbatch"));
   runner->release("a");
+  runner.reset();
   EXPECT_FALSE(fs::exists(launch / "a-1"));
   EXPECT_TRUE(read_journal(launch / kJournalFile).value().empty());
 }
@@ -126,6 +128,7 @@ TEST_F(RunnerTest, SbatchFailureFailsWithItsStderrAndTracksNothing) {
   EXPECT_EQ(fake.count("squeue"), 0);
   EXPECT_TRUE(read_journal(launch / kJournalFile).value().empty());
   runner->release("a");
+  runner.reset();
   EXPECT_FALSE(fs::exists(launch / "a-1"));
 }
 
@@ -148,12 +151,17 @@ TEST_F(RunnerTest, ManyJobsShareOneSqueuePerCycle) {
     j.squeue = {"RUNNING|None", "RUNNING|None", ""};
     return j;
   };
-  auto runner = make_runner(config());
+  // The three job directories are prepared on the runner's I/O threads, so the submissions are a moment apart:
+  // a poll interval longer than that moment puts all three into the first cycle.
+  auto c = config();
+  c.poll_interval = 100ms;
+  c.poll_jitter = 0;
+  auto runner = make_runner(c);
   Recorder ra, rb, rc;
-  auto [a, b, c] = run_coro(ioc, run_three(runner.get(), spec("a"), &ra, spec("b"), &rb, spec("c"), &rc), 10s);
+  auto [a, b, c3] = run_coro(ioc, run_three(runner.get(), spec("a"), &ra, spec("b"), &rb, spec("c"), &rc), 10s);
   EXPECT_EQ(a.state, JobState::succeeded);
   EXPECT_EQ(b.state, JobState::succeeded);
-  EXPECT_EQ(c.state, JobState::succeeded);
+  EXPECT_EQ(c3.state, JobState::succeeded);
   int squeue_with_all = 0;
   for (const auto& call : fake.calls)
     if (call[0] == "squeue" && call.back() == "1000,1001,1002") ++squeue_with_all;
@@ -224,6 +232,7 @@ TEST_F(RunnerTest, ShutdownLeavesTheJobRunningAndANewRunnerResumesIt) {
   EXPECT_EQ(finals, 1) << "exactly one final update across the restart";
   EXPECT_EQ(rec.out, "hello\n");
   runner->release("a");
+  runner.reset();
   EXPECT_TRUE(make_runner(config())->in_flight().empty());
 }
 
@@ -339,6 +348,7 @@ TEST_F(TrainingTest, SubmitsTheProfileItselfWithInputAndResultPaths) {
     for (const auto& arg : call) EXPECT_EQ(arg.find("pwned"), std::string::npos) << arg;
   for (const auto& u : rec.updates) EXPECT_FALSE(u.result) << "only the final update carries the result";
   runner->release("t1");
+  runner.reset();
   EXPECT_FALSE(fs::exists(dir)) << "the job directory is cleaned after completion";
 }
 

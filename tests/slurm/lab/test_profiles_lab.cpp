@@ -89,6 +89,7 @@ TEST(ProfilesLab, SmokeProfileWithHostileParametersReturnsItsResultAndExecutesNo
   for (const auto& call : *lab.calls)
     for (const auto& arg : call.argv) EXPECT_EQ(arg.find("touch"), std::string::npos) << arg;
   lab.runner->release(s.job_id);
+  lab.runner.reset();  // release() removes the directory on the runner's I/O threads; the destructor waits for it
   EXPECT_FALSE(fs::exists(dir));
 }
 

@@ -35,6 +35,7 @@ TEST(SlurmRunnerLab, CompletedWithByteExactOutput) {
 
   EXPECT_TRUE(fs::exists(lab.launch / (s.job_id + "-1")));
   lab.runner->release(s.job_id);
+  lab.runner.reset();  // release() removes the directory on the runner's I/O threads; the destructor waits for it
   EXPECT_FALSE(fs::exists(lab.launch / (s.job_id + "-1")));
 }
 
@@ -153,6 +154,7 @@ TEST(SlurmRunnerLab, ManagerDiesMidJobAndANewRunnerResumesFromTheJournal) {
     ASSERT_FALSE(returned);
     ASSERT_FALSE(first.updates.empty());
     slurm_id = first.updates[0].slurm_job_id.value();
+    runner.reset();  // the manager goes away mid-job: no stop(), no scancel
     ioc.reset();     // and every coroutine frame with it
   }
   auto q = run_command({"squeue", "--noheader", "-j", slurm_id, "-o", "%T"});
@@ -174,6 +176,7 @@ TEST(SlurmRunnerLab, ManagerDiesMidJobAndANewRunnerResumesFromTheJournal) {
   for (const auto& u : second.updates) finals += is_final(u.state);
   EXPECT_EQ(finals, 1) << "exactly one final update";
   lab.runner->release(s.job_id);
+  lab.runner.reset();  // its journal line is written by the time the runner is gone
   lab.runner = std::make_unique<SlurmRunner>(lab.ioc.get_executor(), config(), std::make_unique<ChildCommandRunner>(),
                                              nymph::null_logger());
   EXPECT_TRUE(lab.runner->in_flight().empty());
