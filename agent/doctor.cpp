@@ -17,9 +17,11 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/json.hpp>
 
-#include "agent/probe.hpp"
 #include "common/coroutine_warning.hpp"
 #include "http/client.hpp"
+#include "platform/environment.hpp"
+#include "slurm/commands.hpp"
+#include "slurm/parse.hpp"
 
 namespace nymph::agent::doctor {
 
@@ -286,49 +288,46 @@ struct SlurmCommand {
 };
 
 // Runs `argv` through `commands`; a start failure or a timeout becomes an Error naming the command.
-asio::awaitable<Result<runners::slurm::CommandResult>> run_bounded(runners::slurm::CommandRunner& commands,
-                                                                   std::vector<std::string> argv,
-                                                                   milliseconds timeout) {
-  co_return co_await commands.run(std::move(argv), runners::slurm::scrubbed_environment(), timeout);
+asio::awaitable<Result<slurm::CommandResult>> run_bounded(slurm::CommandRunner& commands, std::vector<std::string> argv,
+                                                          milliseconds timeout) {
+  co_return co_await commands.run(std::move(argv), slurm::scrubbed_environment(), timeout);
 }
 
-std::string failure_text(const Result<runners::slurm::CommandResult>& r) {
+std::string failure_text(const Result<slurm::CommandResult>& r) {
   if (!r) return r.error().message;
   std::string why = first_line(r->err.empty() ? r->out : r->err);
   return "exit status " + std::to_string(r->exit_code) + (why.empty() ? "" : ": " + why);
 }
 
-asio::awaitable<Check> version_check(const Inputs& in, runners::slurm::CommandRunner& commands,
+asio::awaitable<Check> version_check(const Inputs& in, slurm::CommandRunner& commands,
                                      const SlurmCommand& c) {
   const std::string name = "slurm." + c.role;
   if (!c.path)
     co_return make(name, Verdict::fail, "'" + c.configured + "' not found on PATH",
                    "add Slurm's bin directory to PATH (e.g. `module load slurm`) or set [runners.slurm] " + c.role +
                        " = \"/path/to/" + c.role + "\"");
-  std::vector<std::string> argv{*c.path, "--version"};
-  auto r = co_await run_bounded(commands, std::move(argv), in.command_timeout);
+  auto r = co_await run_bounded(commands, slurm::version_argv(*c.path), in.command_timeout);
   if (!r || r->exit_code != 0)
     co_return make(name, Verdict::fail, *c.path + " --version failed: " + failure_text(r),
                    "check that " + *c.path + " runs for this user (and its Slurm configuration: SLURM_CONF)");
   co_return make(name, Verdict::ok, *c.path + " (" + first_line(r->out) + ")");
 }
 
-asio::awaitable<Check> controller_check(const Inputs& in, runners::slurm::CommandRunner& commands,
+asio::awaitable<Check> controller_check(const Inputs& in, slurm::CommandRunner& commands,
                                         const std::string& squeue) {
-  std::vector<std::string> argv{squeue, "-h", "-u", in.user, "-o", "%i"};
-  auto r = co_await run_bounded(commands, std::move(argv), in.command_timeout);
-  if (!r || r->exit_code != 0)
-    co_return make("slurm.controller", Verdict::fail, "squeue -u " + in.user + " failed: " + failure_text(r),
+  auto r = co_await run_bounded(commands, slurm::squeue_user_argv(squeue, in.user), in.command_timeout);
+  Result<std::vector<slurm::SqueueRow>> jobs = fail(failure_text(r));
+  if (r && r->exit_code == 0) jobs = slurm::parse_squeue(r->out);
+  if (!jobs)
+    co_return make("slurm.controller", Verdict::fail, "squeue -u " + in.user + " failed: " + jobs.error().message,
                    "slurmctld must answer from this node: check `scontrol ping` and SLURM_CONF");
-  auto jobs = std::count(r->out.begin(), r->out.end(), '\n');
   co_return make("slurm.controller", Verdict::ok,
-                 "slurmctld answers; Slurm user " + in.user + " has " + std::to_string(jobs) + " job(s) in squeue");
+                 "slurmctld answers; Slurm user " + in.user + " has " + std::to_string(jobs->size()) + " job(s) in squeue");
 }
 
-asio::awaitable<Check> accounting_check(const Inputs& in, runners::slurm::CommandRunner& commands,
+asio::awaitable<Check> accounting_check(const Inputs& in, slurm::CommandRunner& commands,
                                         const std::string& sacct) {
-  std::vector<std::string> argv{sacct, "-n", "-X", "-P", "-o", "JobID", "-u", in.user};
-  auto r = co_await run_bounded(commands, std::move(argv), in.command_timeout);
+  auto r = co_await run_bounded(commands, slurm::sacct_user_argv(sacct, in.user), in.command_timeout);
   if (!r || r->exit_code != 0)
     co_return make("slurm.accounting", Verdict::warn, "sacct failed: " + failure_text(r),
                    "without accounting, a job's final state and exit code are known only while squeue still "
@@ -336,17 +335,16 @@ asio::awaitable<Check> accounting_check(const Inputs& in, runners::slurm::Comman
   co_return make("slurm.accounting", Verdict::ok, "sacct answers (accounting storage is available)");
 }
 
-asio::awaitable<Check> account_check(const Inputs& in, runners::slurm::CommandRunner& commands) {
+asio::awaitable<Check> account_check(const Inputs& in, slurm::CommandRunner& commands) {
   const std::string name = "slurm.account";
   std::string configured = in.config ? in.config->slurm.account : std::string();
   std::string using_text = configured.empty() ? "" : "; jobs use account " + configured + " ([runners.slurm] account)";
-  auto sacctmgr = find_on_path("sacctmgr", in.path_env);
+  auto sacctmgr = platform::find_on_path("sacctmgr", in.path_env);
   if (!sacctmgr)
     co_return make(name, configured.empty() ? Verdict::warn : Verdict::ok, "sacctmgr not found: default account unknown" + using_text,
                    "set [runners.slurm] account if your site requires one");
-  std::vector<std::string> argv{*sacctmgr, "-n", "-P", "show", "user", in.user, "format=DefaultAccount"};
-  auto r = co_await run_bounded(commands, std::move(argv), in.command_timeout);
-  std::string account = r && r->exit_code == 0 ? first_line(r->out) : "";
+  auto r = co_await run_bounded(commands, slurm::default_account_argv(*sacctmgr, in.user), in.command_timeout);
+  std::string account = r && r->exit_code == 0 ? slurm::parse_default_account(r->out) : "";
   if (account.empty())
     co_return make(name, configured.empty() ? Verdict::warn : Verdict::ok,
                    "no default account for " + in.user + (r ? "" : " (" + r.error().message + ")") + using_text,
@@ -358,13 +356,13 @@ std::vector<SlurmCommand> slurm_commands(const Inputs& in) {
   SlurmSection s = in.config ? in.config->slurm : SlurmSection{};
   std::vector<SlurmCommand> out{{"sbatch", s.sbatch, {}}, {"squeue", s.squeue, {}}, {"sacct", s.sacct, {}},
                                 {"scancel", s.scancel, {}}};
-  for (auto& c : out) c.path = find_on_path(c.configured, in.path_env);
+  for (auto& c : out) c.path = platform::find_on_path(c.configured, in.path_env);
   return out;
 }
 
 }  // namespace
 
-asio::awaitable<std::vector<Check>> slurm_checks(const Inputs& in, runners::slurm::CommandRunner& commands) {
+asio::awaitable<std::vector<Check>> slurm_checks(const Inputs& in, slurm::CommandRunner& commands) {
   std::string enabled = in.config ? in.config->slurm.enabled : "auto";
   if (enabled == "false")
     co_return just(make("slurm", Verdict::ok, "the Slurm runner is disabled ([runners.slurm] enabled = false)"));
@@ -482,7 +480,7 @@ Check disk_for(const Inputs& in) {
 }  // namespace
 
 NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
-asio::awaitable<Report> run_all(Inputs in, runners::slurm::CommandRunner& commands) {
+asio::awaitable<Report> run_all(Inputs in, slurm::CommandRunner& commands) {
   Report r;
   r.checks.push_back(config_check(in));
   for (auto& c : co_await slurm_checks(in, commands)) r.checks.push_back(std::move(c));

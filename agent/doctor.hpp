@@ -2,8 +2,9 @@
 // `nymph doctor`: what a person runs first on a new login node. Each check has a verdict (ok / warn / fail),
 // what was found, and the fix. Pure pieces (parsers, verdict rules, rendering) are plain functions the unit
 // tests call; the checks that run Slurm commands or talk to the control plane are coroutines on the caller's
-// io_context (commands through a CommandRunner with a timeout, HTTP through nymph::http::Client), so nothing
-// blocks it for longer than a stat, a statvfs or a small file read.
+// io_context (commands through a slurm::CommandRunner with a timeout, HTTP through nymph::http::Client), so
+// nothing blocks it for longer than a stat, a statvfs or a small file read. The Slurm command lines and their
+// parsers are slurm/'s (slurm/commands.hpp).
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -16,7 +17,7 @@
 #include <boost/json/value.hpp>
 
 #include "agent/config.hpp"
-#include "runners/slurm/command_runner.hpp"
+#include "slurm/command_runner.hpp"
 
 namespace nymph::agent::doctor {
 
@@ -105,13 +106,13 @@ std::string to_text(const Report& r);
 // sbatch/squeue/sacct/scancel found and answering (`--version`), the controller answering (squeue for the
 // user), accounting (sacct), the Slurm user and the default account (sacctmgr). Every command is bounded by
 // in.command_timeout. When [runners.slurm] enabled = false, one ok check says so.
-boost::asio::awaitable<std::vector<Check>> slurm_checks(const Inputs& in, runners::slurm::CommandRunner& commands);
+boost::asio::awaitable<std::vector<Check>> slurm_checks(const Inputs& in, slurm::CommandRunner& commands);
 
 // Control-plane reachability (GET /healthz), TLS trust (https), clock skew (Date header). Needs in.config.
 boost::asio::awaitable<std::vector<Check>> control_plane_checks(const Inputs& in);
 
 // Every check: configuration, Slurm, launch_dir, logout/linger, control plane, token, disk. Never throws for
 // an expected failure (each becomes a failing check).
-boost::asio::awaitable<Report> run_all(Inputs in, runners::slurm::CommandRunner& commands);
+boost::asio::awaitable<Report> run_all(Inputs in, slurm::CommandRunner& commands);
 
 }  // namespace nymph::agent::doctor

@@ -10,9 +10,9 @@
 #include <boost/json/serialize.hpp>
 
 #include "agent/doctor.hpp"
-#include "agent/probe.hpp"
 #include "installer/plan.hpp"
-#include "runners/slurm/child_command_runner.hpp"
+#include "platform/environment.hpp"
+#include "slurm/child_command_runner.hpp"
 
 namespace nymph::agent {
 
@@ -57,8 +57,8 @@ doctor::Inputs make_inputs(const DoctorArgs& args) {
 
 // The user name as the host's own name service says (`id -un` is dynamically linked against the host's
 // NSS modules, which a static nymph cannot load safely); $USER when id is unavailable.
-asio::awaitable<void> resolve_user(doctor::Inputs& in, runners::slurm::CommandRunner& commands) {
-  auto id = find_on_path("id", in.path_env);
+asio::awaitable<void> resolve_user(doctor::Inputs& in, slurm::CommandRunner& commands) {
+  auto id = platform::find_on_path("id", in.path_env);
   if (!id) co_return;
   std::vector<std::string> argv{*id, "-un"};
   auto r = co_await commands.run(std::move(argv), std::nullopt, in.command_timeout);
@@ -67,7 +67,7 @@ asio::awaitable<void> resolve_user(doctor::Inputs& in, runners::slurm::CommandRu
   if (!name.empty()) in.user = name;
 }
 
-asio::awaitable<doctor::Report> diagnose(doctor::Inputs in, runners::slurm::CommandRunner& commands) {
+asio::awaitable<doctor::Report> diagnose(doctor::Inputs in, slurm::CommandRunner& commands) {
   co_await resolve_user(in, commands);
   co_return co_await doctor::run_all(std::move(in), commands);
 }
@@ -77,7 +77,7 @@ asio::awaitable<doctor::Report> diagnose(doctor::Inputs in, runners::slurm::Comm
 int doctor_main(const DoctorArgs& args) {
   try {
     asio::io_context ioc;
-    runners::slurm::ChildCommandRunner commands;
+    slurm::ChildCommandRunner commands;
     std::optional<doctor::Report> report;
     std::exception_ptr error;
     asio::co_spawn(ioc, diagnose(make_inputs(args), commands), [&](std::exception_ptr e, doctor::Report r) {

@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <boost/json.hpp>
-#include <algorithm>
-#include <sstream>
-#include <vector>
+
+#include "platform/environment.hpp"
+#include "protocol/protocol.hpp"
 
 namespace nymph::agent {
 
@@ -32,27 +32,11 @@ ProbeInputs probe_inputs_from_environment() {
   return in;
 }
 
-std::optional<std::string> find_on_path(const std::string& name, const std::string& path_env) {
-  if (name.find('/') != std::string::npos) {
-    if (::access(name.c_str(), X_OK) == 0) return name;
-    return std::nullopt;
-  }
-  std::stringstream ss(path_env);
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    if (dir.empty()) continue;
-    std::string candidate = dir + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return std::nullopt;
-}
-
 ProbeResult probe_host(const ProbeInputs& in) {
   ProbeResult r;
   r.hostname = short_hostname();
   if (in.slurm_runner_enabled) {
-    r.sbatch_path = in.sbatch_override ? find_on_path(*in.sbatch_override, in.path_env)
-                                       : find_on_path("sbatch", in.path_env);
+    r.sbatch_path = platform::find_on_path(in.sbatch_override.value_or("sbatch"), in.path_env);
     if (r.sbatch_path) {
       r.runners.push_back("slurm");
       r.tags["host"] = "slurm";
@@ -61,57 +45,38 @@ ProbeResult probe_host(const ProbeInputs& in) {
   return r;
 }
 
-std::optional<std::chrono::seconds> parse_slurm_time_left(const std::string& text) {
-  long long days = 0;
-  std::string rest = text;
-  if (auto dash = rest.find('-'); dash != std::string::npos) {
-    try {
-      std::size_t used = 0;
-      days = std::stoll(rest.substr(0, dash), &used);
-      if (used != dash || days < 0) return std::nullopt;
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
-    rest = rest.substr(dash + 1);
+SlurmAllocation allocation_at(const slurm::Allocation& a, std::chrono::system_clock::time_point now,
+                              std::chrono::steady_clock::time_point steady_now) {
+  SlurmAllocation out{.job_id = a.job_id, .partition = a.partition};
+  if (a.time_left) {
+    out.end_time = now + *a.time_left;
+    out.walltime_end = steady_now + *a.time_left;
   }
-  std::vector<long long> parts;
-  std::stringstream ss(rest);
-  std::string field;
-  while (std::getline(ss, field, ':')) {
-    if (field.empty() || field.size() > 2 || !std::all_of(field.begin(), field.end(), ::isdigit)) return std::nullopt;
-    parts.push_back(std::stoll(field));
-  }
-  long long h = 0, m = 0, s = 0;
-  if (text.find('-') != std::string::npos) {
-    // D-HH, D-HH:MM, D-HH:MM:SS
-    if (parts.empty() || parts.size() > 3) return std::nullopt;
-    h = parts[0];
-    m = parts.size() > 1 ? parts[1] : 0;
-    s = parts.size() > 2 ? parts[2] : 0;
-  } else if (parts.size() == 2) {
-    m = parts[0];
-    s = parts[1];
-  } else if (parts.size() == 3) {
-    h = parts[0];
-    m = parts[1];
-    s = parts[2];
-  } else {
-    return std::nullopt;
-  }
-  if (m > 59 || s > 59) return std::nullopt;
-  return std::chrono::seconds(((days * 24 + h) * 60 + m) * 60 + s);
+  return out;
 }
 
-std::optional<SlurmAllocation> parse_allocation_line(const std::string& job_id, const std::string& line,
-                                                     std::chrono::system_clock::time_point now) {
-  auto bar = line.find('|');
-  if (bar == std::string::npos || bar == 0) return std::nullopt;
-  SlurmAllocation a{.job_id = job_id, .partition = line.substr(0, bar)};
-  std::string left = line.substr(bar + 1);
-  while (!left.empty() && (left.back() == '\n' || left.back() == ' ')) left.pop_back();
-  if (auto secs = parse_slurm_time_left(left)) a.end_time = now + *secs;
-  else if (left != "UNLIMITED" && left != "NOT_SET") return std::nullopt;
-  return a;
+boost::asio::awaitable<ProbeResult> probe(ProbeInputs in, slurm::CommandRunner& commands,
+                                          std::shared_ptr<spdlog::logger> log) {
+  ProbeResult r = probe_host(in);
+  if (!in.slurm_job_id) co_return r;
+  const std::string& job_id = *in.slurm_job_id;
+  auto squeue = platform::find_on_path(in.squeue, in.path_env);
+  if (!squeue) {
+    log->warn("SLURM_JOB_ID={} is set but squeue was not found; running as a local worker", job_id);
+    co_return r;
+  }
+  auto found = co_await slurm::query_allocation(commands, *squeue, job_id, in.command_timeout);
+  if (!found) {
+    log->warn("SLURM_JOB_ID={} is set but squeue does not show that job ({}); running as a local worker", job_id,
+              found.error().message);
+    co_return r;
+  }
+  r.backend = "slurm";
+  r.allocation = allocation_at(*found, std::chrono::system_clock::now(), std::chrono::steady_clock::now());
+  const auto& end = r.allocation->end_time;
+  log->info("running inside Slurm job {} (partition {}, ends {})", job_id, r.allocation->partition,
+            end ? protocol::format_time(*end) : std::string("never"));
+  co_return r;
 }
 
 boost::json::value to_json(const ProbeResult& r) {

@@ -1,12 +1,19 @@
 #pragma once
-// What this host can offer a control plane: runners, backend, tags, and the enclosing Slurm allocation.
+// What this host can offer a control plane: runners, backend, tags, and the enclosing Slurm allocation. The
+// Slurm command line and its parsing are in slurm/ (slurm/allocation.hpp); the PATH rule is platform's.
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/json/value.hpp>
+#include <spdlog/logger.h>
+
+#include "slurm/allocation.hpp"
+#include "slurm/command_runner.hpp"
 
 namespace nymph::agent {
 
@@ -14,7 +21,8 @@ namespace nymph::agent {
 struct SlurmAllocation {
   std::string job_id;
   std::string partition;
-  std::optional<std::chrono::system_clock::time_point> end_time;  // absent for unlimited jobs
+  std::optional<std::chrono::system_clock::time_point> end_time;      // absent for unlimited jobs
+  std::optional<std::chrono::steady_clock::time_point> walltime_end;  // the same moment on the steady clock
 };
 
 // What `nymph probe` prints and what registration advertises.
@@ -29,29 +37,31 @@ struct ProbeResult {
 
 // Inputs of the probe, so tests can vary them without touching the real environment.
 struct ProbeInputs {
-  std::string path_env;                    // $PATH
-  std::optional<std::string> slurm_job_id; // $SLURM_JOB_ID
-  bool slurm_runner_enabled = true;        // [runners.slurm] enabled != false
+  std::string path_env;                        // $PATH
+  std::optional<std::string> slurm_job_id;     // $SLURM_JOB_ID
+  bool slurm_runner_enabled = true;            // [runners.slurm] enabled != false
   std::optional<std::string> sbatch_override;  // configured sbatch path
+  std::string squeue = "squeue";               // [runners.slurm] squeue: asked for the allocation
+  std::chrono::milliseconds command_timeout{30'000};  // bounds that squeue
 };
 
-// Reads the inputs from this process's environment.
+// Reads the inputs from this process's environment (path_env, slurm_job_id; the rest keeps its defaults).
 ProbeInputs probe_inputs_from_environment();
 
-// Finds an executable called `name` on `path_env` (colon-separated). Returns its absolute path or nullopt.
-std::optional<std::string> find_on_path(const std::string& name, const std::string& path_env);
-
-// Probes the host without touching Slurm (no allocation lookup). Never throws.
+// Probes the host without touching Slurm (no allocation lookup): hostname, and the slurm runner when sbatch
+// (or the configured one) is found with platform::find_on_path. Never throws.
 ProbeResult probe_host(const ProbeInputs& in);
 
-// Parses Slurm's "time left" (squeue %L): "MM:SS", "HH:MM:SS", "D-HH:MM:SS", "D-HH". Returns nullopt for
-// UNLIMITED / NOT_SET / anything else (an allocation without a known end).
-std::optional<std::chrono::seconds> parse_slurm_time_left(const std::string& text);
+// The allocation `a` as seen at `now` (the wall clock) and `steady_now` (the same moment, steady clock).
+SlurmAllocation allocation_at(const slurm::Allocation& a, std::chrono::system_clock::time_point now,
+                              std::chrono::steady_clock::time_point steady_now);
 
-// Parses one line of `squeue -h -j ID -o "%P|%L"` into an allocation of `job_id` ending at now + time left.
-// Returns nullopt when the line is not of that form.
-std::optional<SlurmAllocation> parse_allocation_line(const std::string& job_id, const std::string& line,
-                                                     std::chrono::system_clock::time_point now);
+// The whole probe: probe_host, then, inside an allocation (in.slurm_job_id set), asks Slurm for it once
+// (slurm::query_allocation through `commands`, bounded by in.command_timeout). The backend is "slurm" and
+// `allocation` set only when squeue shows that job; otherwise the agent runs as a local worker and `log` says
+// why. Never throws for Slurm failures.
+boost::asio::awaitable<ProbeResult> probe(ProbeInputs in, slurm::CommandRunner& commands,
+                                          std::shared_ptr<spdlog::logger> log);
 
 // JSON form printed by `nymph probe --json`.
 boost::json::value to_json(const ProbeResult& r);

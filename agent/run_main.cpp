@@ -17,11 +17,10 @@
 #include "common/ulid.hpp"
 #include "protocol/protocol.hpp"
 #include "nymph/version.hpp"
-#include "runners/child_process.hpp"
 #include "runners/process_runner.hpp"
 #include "runners/profile.hpp"
-#include "runners/slurm/child_command_runner.hpp"
 #include "runners/slurm/slurm_runner.hpp"
+#include "slurm/child_command_runner.hpp"
 
 namespace nymph::agent {
 
@@ -59,14 +58,25 @@ runners::ProfileCatalog profiles_or_throw(const AgentConfig& c) {
   return catalog;
 }
 
-ProbeResult probe_or_throw(const AgentConfig& c) {
+// Probes the host on `ioc` (inside an allocation, squeue says which; see agent/probe.hpp) before anything
+// else runs there.
+ProbeResult probe_or_throw(const AgentConfig& c, asio::io_context& ioc, std::shared_ptr<spdlog::logger> log) {
   ProbeInputs in = probe_inputs_from_environment();
   in.slurm_runner_enabled = c.slurm.enabled != "false";
   if (c.slurm.sbatch != "sbatch") in.sbatch_override = c.slurm.sbatch;
-  auto probe = probe_host(in);
-  if (c.slurm.enabled == "true" && !probe.sbatch_path)
+  in.squeue = c.slurm.squeue;
+  in.command_timeout = c.slurm.command_timeout;
+  slurm::ChildCommandRunner commands;
+  std::optional<ProbeResult> probe;
+  asio::co_spawn(ioc, agent::probe(std::move(in), commands, std::move(log)), [&](std::exception_ptr e, ProbeResult r) {
+    if (e) std::rethrow_exception(e);
+    probe = std::move(r);
+  });
+  ioc.run();
+  ioc.restart();
+  if (c.slurm.enabled == "true" && !probe->sbatch_path)
     throw StartupError("[runners.slurm] enabled = true but sbatch was not found on PATH");
-  return probe;
+  return std::move(*probe);
 }
 
 // A launch id for a worker started without [worker] launch_id (a `nymph run` by hand): a new ULID.
@@ -83,6 +93,12 @@ DaemonSettings make_settings(const AgentConfig& c, const ProbeResult& probe, con
   s.label = c.worker.label.empty() ? probe.hostname : c.worker.label;
   s.hostname = probe.hostname;
   s.backend = probe.backend;
+  if (probe.allocation) {
+    const SlurmAllocation& a = *probe.allocation;
+    s.allocation = protocol::SlurmAllocation{.job_id = a.job_id, .partition = a.partition};
+    if (a.end_time) s.allocation->end_time = protocol::format_time(*a.end_time);
+    s.lifecycle.walltime_end = a.walltime_end;
+  }
   s.tags = probe.tags;
   for (const auto& [k, v] : c.worker.tags) s.tags[k] = v;
   if (c.process.enabled) s.capacity["process"] = c.worker.max_process_jobs;
@@ -115,44 +131,10 @@ std::unique_ptr<runners::slurm::SlurmRunner> make_slurm_runner(asio::any_io_exec
   sc.profiles = profiles;
   sc.profiles_only = !c.process.allow_commands;
   try {
-    return std::make_unique<runners::slurm::SlurmRunner>(ex, sc, std::make_unique<runners::slurm::ChildCommandRunner>(),
-                                                         log);
+    return std::make_unique<runners::slurm::SlurmRunner>(ex, sc, std::make_unique<slurm::ChildCommandRunner>(), log);
   } catch (const std::exception& e) {
     throw StartupError(std::string("[runners.slurm]: ") + e.what());
   }
-}
-
-// Inside an allocation (SLURM_JOB_ID set): asks squeue for the job's partition and time left. The backend
-// is "slurm" only when the job exists; otherwise the agent runs as a local worker and says why.
-asio::awaitable<void> detect_allocation(const AgentConfig& c, ProbeResult& probe, DaemonSettings& s,
-                                        std::shared_ptr<spdlog::logger> log) {
-  auto job_id = probe_inputs_from_environment().slurm_job_id;
-  if (!job_id) co_return;
-  auto squeue = find_on_path(c.slurm.squeue, probe_inputs_from_environment().path_env);
-  if (!squeue) {
-    log->warn("SLURM_JOB_ID={} is set but squeue was not found; running as a local worker", *job_id);
-    co_return;
-  }
-  auto env = runners::current_environment();
-  std::vector<std::string> argv{*squeue, "-h", "-j", *job_id, "-o", "%P|%L"};  // GCC 12: no braced list in co_await
-  auto r = co_await runners::run_command(std::move(argv), env, c.slurm.command_timeout);
-  std::optional<SlurmAllocation> allocation;
-  if (r && r->status.success()) allocation = parse_allocation_line(*job_id, r->out, std::chrono::system_clock::now());
-  if (!allocation) {
-    log->warn("SLURM_JOB_ID={} is set but squeue does not show that job ({}); running as a local worker", *job_id,
-              r ? r->err : r.error().message);
-    co_return;
-  }
-  probe.backend = s.backend = "slurm";
-  probe.allocation = allocation;
-  protocol::SlurmAllocation wire{.job_id = allocation->job_id, .partition = allocation->partition};
-  if (allocation->end_time) {
-    wire.end_time = protocol::format_time(*allocation->end_time);
-    s.lifecycle.walltime_end = Clock::now() + (*allocation->end_time - std::chrono::system_clock::now());
-  }
-  s.allocation = wire;
-  log->info("running inside Slurm job {} (partition {}, ends {})", wire.job_id, wire.partition,
-            wire.end_time.value_or("never"));
 }
 
 asio::awaitable<void> forward_signals(asio::signal_set& signals, Daemon& daemon) {
@@ -169,11 +151,11 @@ int run_daemon(const RunArgs& args) {
   auto log = make_logger("nymph", config.log.level, config.log.file.string());
   auto token = read_token_file(config.server.token_file);
   if (!token) throw StartupError(token.error().message);
-  auto probe = probe_or_throw(config);
+  asio::io_context ioc;
+  auto probe = probe_or_throw(config, ioc, log);
   const fs::path cwd = fs::current_path();
   auto settings = make_settings(config, probe, cwd);
 
-  asio::io_context ioc;
   auto control_plane = make_http_control_plane(
       ioc.get_executor(),
       {.url = config.server.url,
@@ -194,10 +176,6 @@ int run_daemon(const RunArgs& args) {
         log);
     runner_map["process"] = process_runner.get();
   }
-
-  asio::co_spawn(ioc, detect_allocation(config, probe, settings, log), log_failure(log, "allocation probe"));
-  ioc.run();
-  ioc.restart();
 
   std::unique_ptr<runners::slurm::SlurmRunner> slurm_runner;
   if (probe.sbatch_path) {  // the daemon takes back the Slurm jobs its journal lists (Runner::resumable())

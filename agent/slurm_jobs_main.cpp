@@ -6,18 +6,18 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/json/serialize.hpp>
 
-#include "runners/slurm/child_command_runner.hpp"
-#include "runners/slurm/listing.hpp"
+#include "slurm/child_command_runner.hpp"
+#include "slurm/listing.hpp"
 
 namespace nymph::agent {
 
 int slurm_jobs_main(bool json, std::chrono::milliseconds timeout) {
   boost::asio::io_context ioc;
-  runners::slurm::ChildCommandRunner commands;
-  std::optional<Result<std::vector<runners::slurm::SlurmJobRow>>> rows;
+  slurm::ChildCommandRunner commands;
+  std::optional<Result<std::vector<slurm::SlurmJobRow>>> rows;
   std::exception_ptr error;
-  boost::asio::co_spawn(ioc, runners::slurm::list_slurm_jobs(commands, {.timeout = timeout}),
-                        [&](std::exception_ptr e, Result<std::vector<runners::slurm::SlurmJobRow>> r) {
+  boost::asio::co_spawn(ioc, slurm::list_slurm_jobs(commands, {.timeout = timeout}),
+                        [&](std::exception_ptr e, Result<std::vector<slurm::SlurmJobRow>> r) {
                           error = e;
                           if (!e) rows = std::move(r);
                         });
@@ -28,9 +28,9 @@ int slurm_jobs_main(bool json, std::chrono::milliseconds timeout) {
     return 1;
   }
   if (json)
-    std::cout << boost::json::serialize(runners::slurm::listing_to_json(**rows)) << "\n";
+    std::cout << boost::json::serialize(slurm::listing_to_json(**rows)) << "\n";
   else
-    std::cout << runners::slurm::listing_to_table(**rows);
+    std::cout << slurm::listing_to_table(**rows);
   return 0;
 }
 

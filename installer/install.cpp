@@ -19,6 +19,8 @@
 #include "installer/launch_record.hpp"
 #include "installer/process.hpp"
 #include "runners/profile.hpp"
+#include "slurm/commands.hpp"
+#include "slurm/parse.hpp"
 
 namespace nymph::installer {
 
@@ -254,21 +256,12 @@ Result<pid_t> start_local(const InstallPlan& plan, LaunchRecord& record, const I
               " is kept for inspection; `nymph launches prune` removes it.");
 }
 
-// Parses `sbatch --parsable` output: "<jobid>" or "<jobid>;<cluster>".
-Result<std::string> parse_job_id(const std::string& out) {
-  std::string id = out.substr(0, out.find_first_of(";\n"));
-  bool ok = !id.empty() && id.size() < 20;
-  for (char c : id) ok = ok && c >= '0' && c <= '9';
-  if (!ok) return fail("sbatch printed no job id (output: " + out.substr(0, 200) + ")");
-  return id;
-}
-
 // Runs sbatch with the script on standard input and returns the job id it printed.
 Result<std::string> sbatch(const InstallPlan& plan, const InstallContext& ctx) {
-  auto r = run_bounded({ctx.sbatch, "--parsable"}, plan.sbatch_script, ctx.sbatch_timeout);
+  auto r = run_bounded(slurm::sbatch_stdin_argv(ctx.sbatch), plan.sbatch_script, ctx.sbatch_timeout);
   if (!r) return fail("sbatch: " + r.error().message);
   if (r->exit_code != 0) return fail("sbatch failed (exit " + std::to_string(r->exit_code) + "): " + r->err);
-  return parse_job_id(r->out);
+  return slurm::parse_sbatch_output(r->out);
 }
 
 Result<std::string> submit_slurm(const InstallPlan& plan, LaunchRecord& record, const InstallContext& ctx) {
@@ -313,9 +306,7 @@ Result<std::string> read_token_file(const fs::path& path) {
   return data;
 }
 
-std::string squeue_line(const InstallPlan& plan) {
-  return "squeue --name=\"" + plan.job_name + "\" -o '%.18i %.48j %.10T'";
-}
+std::string squeue_line(const InstallPlan& plan) { return slurm::squeue_by_name_hint(plan.job_name); }
 
 std::string tail_line(const InstallPlan& plan) { return "tail -f " + shell_quote(plan.log_path.native()); }
 

@@ -11,6 +11,7 @@
 #include <boost/json.hpp>
 
 #include "installer/plan.hpp"
+#include "slurm/parse.hpp"
 
 namespace nymph::installer {
 namespace {
@@ -45,22 +46,19 @@ Result<std::optional<std::int64_t>> get_int(const json::object& o, std::string_v
   return fail("\"" + std::string(key) + "\" is not an integer");
 }
 
-bool is_one_of(const std::string& s, std::initializer_list<const char*> names) {
-  for (auto* n : names)
-    if (s == n) return true;
-  return false;
-}
-
 LaunchState classify_slurm(const LaunchRecord& r, const Observation& obs) {
   if (r.slurm_job_id.empty()) return r.start_error.empty() ? LaunchState::unknown : LaunchState::exited;
   if (!obs.slurm_state) return LaunchState::unknown;
   const std::string& s = *obs.slurm_state;
   if (s.empty()) return LaunchState::exited;
-  if (is_one_of(s, {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"})) return LaunchState::queued;
-  if (is_one_of(s, {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
-                    "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"}))
-    return LaunchState::exited;
-  return LaunchState::running;  // RUNNING, CONFIGURING, COMPLETING, SUSPENDED, STOPPED, SIGNALING, STAGE_OUT...
+  // CONFIGURING: the allocation is granted and its nodes boot, so the launch counts as running already.
+  switch (s == "CONFIGURING" ? slurm::SlurmPhase::running : slurm::phase_of(s)) {
+    case slurm::SlurmPhase::pending: return LaunchState::queued;
+    case slurm::SlurmPhase::finished: return LaunchState::exited;
+    case slurm::SlurmPhase::running:
+    case slurm::SlurmPhase::unknown: break;
+  }
+  return LaunchState::running;
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 
 #include "common/ulid.hpp"
 #include "installer/process.hpp"
+#include "slurm/commands.hpp"
+#include "slurm/parse.hpp"
 
 namespace nymph::installer {
 namespace {
@@ -22,13 +24,15 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
-// squeue's state of this user's jobs: job id -> %T; nullopt when squeue could not be run or failed.
+// squeue's state of this user's jobs: job id -> state; nullopt when squeue could not be run, failed or printed
+// something unreadable.
 std::optional<std::map<std::string, std::string>> slurm_states(const ManageContext& ctx) {
-  auto r = run_bounded({ctx.squeue, "-h", "-u", std::to_string(::getuid()), "-o", "%i %T"}, {}, ctx.command_timeout);
+  auto r = run_bounded(slurm::squeue_user_argv(ctx.squeue, std::to_string(::getuid())), {}, ctx.command_timeout);
   if (!r || r->exit_code != 0) return std::nullopt;
+  auto rows = slurm::parse_squeue(r->out);
+  if (!rows) return std::nullopt;
   std::map<std::string, std::string> out;
-  std::istringstream lines(r->out);
-  for (std::string id, state; lines >> id >> state;) out[id] = state;
+  for (auto& row : *rows) out[row.job_id] = std::move(row.state);
   return out;
 }
 
@@ -104,7 +108,8 @@ Result<bool> kill_local(const LaunchInfo& info, const ManageContext& ctx, std::c
 
 Result<bool> kill_slurm(const LaunchInfo& info, const ManageContext& ctx, std::chrono::milliseconds timeout) {
   const auto& id = info.record->slurm_job_id;
-  auto r = run_bounded({ctx.scancel, id}, {}, ctx.command_timeout);
+  std::vector<std::string> ids{id};
+  auto r = run_bounded(slurm::scancel_argv(ctx.scancel, ids), {}, ctx.command_timeout);
   if (!r) return fail("scancel: " + r.error().message);
   if (r->exit_code != 0) return fail("scancel " + id + " failed: " + r->err);
   return wait_for(

@@ -9,6 +9,7 @@
 
 #include "common/duration.hpp"
 #include "installer/slurm_values.hpp"
+#include "slurm/options.hpp"
 
 namespace nymph::installer {
 namespace {
@@ -91,13 +92,6 @@ Result<std::map<std::string, std::string>> parse_tags(const std::vector<std::str
   return out;
 }
 
-// Characters allowed in a path that goes into an #SBATCH line unquoted ('%' is a Slurm filename pattern).
-bool is_sbatch_path(const fs::path& p) {
-  for (char c : p.native())
-    if (!(is_alnum(c) || std::string_view("/._+,@=:~-").find(c) != std::string_view::npos)) return false;
-  return true;
-}
-
 Result<void> check_paths(const InstallOptions& o, const InstallPlan& plan, const HostFacts& host) {
   for (const fs::path* p : {&plan.launch_dir, &plan.log_path, &host.nymph_exe}) {
     if (!p->is_absolute() || has_control(p->native()))
@@ -105,7 +99,7 @@ Result<void> check_paths(const InstallOptions& o, const InstallPlan& plan, const
   }
   if (o.slurm) {
     for (const fs::path* p : {&plan.launch_dir, &plan.log_path}) {
-      if (!is_sbatch_path(*p))
+      if (!slurm::is_sbatch_path(p->native()))
         return fail("path " + shown(p->native()) +
                     " cannot go into an #SBATCH line (use letters, digits and / . _ + , @ = : ~ -); "
                     "choose another --state-dir or HOME");
@@ -196,7 +190,7 @@ std::string render_config(const InstallPlan& plan, const std::map<std::string, s
 std::string render_sbatch_script(const InstallOptions& o, const InstallPlan& plan) {
   std::string s = "#!/bin/sh\n";
   auto directive = [&](std::string_view flag, const std::string& value) {
-    if (!value.empty()) s += "#SBATCH --" + std::string(flag) + "=" + value + "\n";
+    if (!value.empty()) s += slurm::sbatch_directive(flag, value);
   };
   directive("job-name", plan.job_name);
   directive("partition", o.slurm_partition);

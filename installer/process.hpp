@@ -1,30 +1,26 @@
 #pragma once
 // Blocking process helpers for the short-lived `nymph install / launches / kill` commands (never for the daemon):
-// run a command with a deadline, start the detached daemon, and check what a pid is running.
+// run a command with a deadline, start the detached daemon, and check what a pid is running. Processes are
+// started with nymph::platform's pieces.
 #include <sys/types.h>
 
 #include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "common/error.hpp"
+#include "platform/command.hpp"
 
 namespace nymph::installer {
 
-struct CommandResult {
-  int exit_code = -1;   // exit status, or 128 + signal number
-  std::string out;      // standard output
-  std::string err;      // standard error
-};
-
-// Runs argv (argv[0] looked up on PATH) with `input` on its standard input and waits at most `timeout`.
-// The child gets default signal dispositions and no file descriptors beyond 0-2. Errors: it cannot be started,
-// or it did not finish in time (it is then killed with SIGKILL and reaped). Never throws.
-Result<CommandResult> run_bounded(const std::vector<std::string>& argv, std::string_view input,
-                                  std::chrono::milliseconds timeout);
+// Runs argv (argv[0] looked up on PATH) with this process's environment and `input` on its standard input, and
+// waits at most `timeout`: platform::run_command on a private io_context (own process group, default signal
+// dispositions, no file descriptors beyond 0-2, bounded output). Errors: it cannot be started, or it did not
+// finish in time (its group is then killed and reaped). Never throws. For these short-lived commands only.
+Result<platform::CommandResult> run_bounded(std::vector<std::string> argv, std::string input,
+                                            std::chrono::milliseconds timeout);
 
 // Starts argv[0] (an absolute path) detached from this session: a new session (setsid), standard input from
 // /dev/null, standard output and error appended to `log` (created 0600 if missing), working directory `cwd`,

@@ -1,6 +1,6 @@
 #pragma once
-// The Slurm values of `nymph install --slurm`, checked with the Slurm runner's option grammar
-// (runners/slurm/options.hpp) so the installer accepts exactly what the runner would write into an #SBATCH line.
+// The Slurm values of `nymph install --slurm`, checked with the sbatch option grammar the Slurm runner uses
+// (slurm/options.hpp), so the installer accepts exactly what the runner would write into an #SBATCH line.
 #include <chrono>
 #include <string_view>
 

@@ -16,11 +16,17 @@
 #include <system_error>
 #include <utility>
 
-#include "runners/child_process.hpp"
+#include "platform/child_process.hpp"
+#include "platform/read_group.hpp"
 
 namespace nymph::runners {
 
 namespace asio = boost::asio;
+using platform::ChildProcess;
+using platform::Environment;
+using platform::ExitStatus;
+using platform::LaunchOptions;
+using platform::ReadGroup;
 namespace fs = std::filesystem;
 using asio::experimental::awaitable_operators::operator||;
 using asio::experimental::awaitable_operators::operator&&;
@@ -37,7 +43,6 @@ struct ProcessRunner::Attempt {
 namespace {
 
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-constexpr std::size_t final_drain_budget = 1024 * 1024;
 
 std::string_view reason_name(StopReason why) {
   switch (why) {
@@ -105,7 +110,7 @@ std::optional<std::string> env_problem(const JobSpec& spec) {
 
 // The agent's environment minus what is scrubbed, plus the job's variables and the NYMPH_* it is told.
 Environment job_environment(const JobSpec& spec, const fs::path& dir, const ProcessRunnerConfig& cfg) {
-  Environment env = current_environment();
+  Environment env = platform::current_environment();
   std::erase_if(env, [&](const auto& kv) { return scrubbed(kv.first, cfg.scrub_env); });
   for (const auto& [name, value] : spec.env) env[name] = value;
   env["NYMPH_JOB_ID"] = spec.job_id;
@@ -136,20 +141,13 @@ Result<std::vector<std::string>> job_argv(const JobSpec& spec, const ProcessRunn
 struct Session {
   Session(ChildProcess& c, JobReporter& r, const ProcessRunnerConfig& cfg, std::optional<StopReason>& stop,
           asio::steady_timer& wake)
-      : child(c),
-        reporter(r),
-        cfg(cfg),
-        stop(stop),
-        wake(wake),
-        all_read(wake.get_executor(), Clock::time_point::max()) {}
+      : child(c), reporter(r), cfg(cfg), stop(stop), wake(wake), reading(wake.get_executor(), 2) {}
   ChildProcess& child;
   JobReporter& reporter;
   const ProcessRunnerConfig& cfg;
   std::optional<StopReason>& stop;
   asio::steady_timer& wake;
-  asio::steady_timer all_read;  // cancelled when the last reader finishes
-  int readers = 0;
-  bool final_drain = false;  // the group is gone but a pipe is still open: take what is buffered, stop
+  ReadGroup reading;  // the stdout and stderr pumps
   bool timed_out = false;
   std::optional<StopReason> stopped_by;  // the stop that ended the process (not one arriving after its exit)
   ExitStatus status;
@@ -178,7 +176,7 @@ asio::awaitable<void> flush(Session* s, Stream stream, Pending* p) {
 asio::awaitable<void> pump(Session* s, asio::posix::stream_descriptor* sd, Stream stream) {
   Pending p{std::string(s->cfg.output_chunk, '\0')};
   asio::steady_timer flush_timer(sd->get_executor());
-  std::size_t budget = final_drain_budget;
+  std::size_t budget = ReadGroup::kFinalDrainBudget;
   for (;;) {
     error_code ec;
     std::size_t n = sd->read_some(asio::buffer(p.bytes.data() + p.used, p.bytes.size() - p.used), ec);
@@ -186,11 +184,11 @@ asio::awaitable<void> pump(Session* s, asio::posix::stream_descriptor* sd, Strea
       if (p.used == 0) p.first = Clock::now();
       p.used += n;
       if (p.used == p.bytes.size() || Clock::now() >= p.first + s->cfg.output_flush) co_await flush(s, stream, &p);
-      if (s->final_drain && (budget -= std::min(budget, n)) == 0) break;
+      if (s->reading.final_drain() && (budget -= std::min(budget, n)) == 0) break;
       continue;
     }
     if (ec != asio::error::would_block && ec != asio::error::try_again) break;  // EOF (or a read error)
-    if (s->final_drain) break;
+    if (s->reading.final_drain()) break;
     if (p.used == 0) {
       co_await sd->async_wait(asio::posix::stream_descriptor::wait_read, use_tuple);
     } else if (Clock::now() >= p.first + s->cfg.output_flush) {
@@ -203,33 +201,7 @@ asio::awaitable<void> pump(Session* s, asio::posix::stream_descriptor* sd, Strea
     }
   }
   co_await flush(s, stream, &p);
-  if (--s->readers == 0) s->all_read.cancel();
-}
-
-asio::awaitable<void> wait_quietly(ChildProcess* child) {
-  try {
-    co_await child->wait();
-  } catch (const boost::system::system_error&) {
-    // cancelled as the loser of `||`; the status is collected by terminate()
-  }
-}
-
-// Once the group is gone, the pipes reach EOF at once unless a process that left the group (setsid) still
-// holds one: give that kill_grace, then take what is buffered and stop reading.
-asio::awaitable<void> finish_reading(Session* s) {
-  if (s->readers > 0) {
-    asio::steady_timer timer(s->wake.get_executor(), s->cfg.kill_grace);
-    co_await (s->all_read.async_wait(use_tuple) || timer.async_wait(use_tuple));
-  }
-  if (s->readers > 0) {
-    s->final_drain = true;
-    if (s->child.out()) s->child.out()->cancel();
-    if (s->child.err()) s->child.err()->cancel();
-  }
-  while (s->readers > 0) {
-    s->all_read.expires_at(Clock::time_point::max());
-    co_await s->all_read.async_wait(use_tuple);
-  }
+  s->reading.reader_done();
 }
 
 // Waits for the exit, a stop or the timeout; then ends the whole group and the reading.
@@ -239,7 +211,7 @@ asio::awaitable<void> watch(Session* s) {
       s->stopped_by = s->stop;
       break;
     }
-    auto first = co_await (wait_quietly(&s->child) || s->wake.async_wait(use_tuple));
+    auto first = co_await (platform::wait_quietly(s->child) || s->wake.async_wait(use_tuple));
     // The caller cancelled run(): supervise() terminates the group and lets the exception through.
     auto state = co_await asio::this_coro::cancellation_state;
     if (state.cancelled() != asio::cancellation_type::none)
@@ -252,7 +224,8 @@ asio::awaitable<void> watch(Session* s) {
     // wake was cancelled by stop(): the loop head records why
   }
   s->status = co_await s->child.terminate(s->cfg.kill_grace);
-  co_await finish_reading(s);
+  // Once the group is gone the pipes reach EOF at once, unless a process that left it (setsid) holds one.
+  co_await s->reading.finish(s->child, s->cfg.kill_grace);
 }
 
 JobUpdate final_update(const Session& s, std::optional<std::chrono::seconds> timeout) {
@@ -285,7 +258,6 @@ asio::awaitable<JobUpdate> supervise(ChildProcess& child, JobReporter& reporter,
                                      std::optional<std::chrono::seconds> timeout) {
   Session s(child, reporter, cfg, stop, wake);
   wake.expires_at(timeout ? Clock::now() + *timeout : Clock::time_point::max());
-  s.readers = 2;
   std::exception_ptr error;
   try {
     co_await (pump(&s, child.out(), Stream::out) && pump(&s, child.err(), Stream::err) && watch(&s));

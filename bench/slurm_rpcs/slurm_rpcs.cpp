@@ -19,9 +19,9 @@
 #include <boost/asio/io_context.hpp>
 
 #include "common/logging.hpp"
-#include "runners/slurm/child_command_runner.hpp"
-#include "runners/slurm/parse.hpp"
 #include "runners/slurm/slurm_runner.hpp"
+#include "slurm/child_command_runner.hpp"
+#include "slurm/parse.hpp"
 
 namespace {
 
@@ -35,6 +35,9 @@ constexpr auto rethrow_error = [](std::exception_ptr e, auto&&...) {
 using namespace nymph::runners;
 using namespace nymph::runners::slurm;
 using namespace std::chrono_literals;
+using nymph::slurm::ChildCommandRunner;
+using nymph::slurm::CommandRunner;
+using nymph::slurm::parse_sbatch_output;
 
 // Counts the commands the runner runs, so the bench knows when a cycle has finished.
 struct CountingCommands : CommandRunner {

@@ -8,7 +8,7 @@
 # The result needs no glibc version and no shared library: `file` says "statically linked" and `objdump -T`
 # finds no dynamic symbol table. Boost.Process keeps BOOST_PROCESS_V2_DISABLE_PIDFD_OPEN (project-wide);
 # its close_range() call in the forked child returns ENOSYS before Linux 5.9 and is harmless there, because
-# runners/child_process.cpp has already closed every inherited descriptor by walking /proc/self/fd.
+# platform/spawn.cpp has already closed every inherited descriptor by walking /proc/self/fd.
 if(NYMPH_STATIC_STAGE STREQUAL "deps")
   set(Boost_USE_STATIC_LIBS ON)
   set(OPENSSL_USE_STATIC_LIBS TRUE)

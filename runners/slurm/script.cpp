@@ -3,9 +3,13 @@
 #include <algorithm>
 
 #include "runners/profile.hpp"
+#include "slurm/options.hpp"
+#include "slurm/time.hpp"
 
 namespace nymph::runners::slurm {
 namespace {
+
+namespace cli = nymph::slurm;
 
 bool is_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
@@ -14,18 +18,18 @@ bool has_nul(std::string_view s) { return s.find('\0') != std::string_view::npos
 Result<void> check_env_name(const std::string& name) {
   bool ok = !name.empty() && !(name[0] >= '0' && name[0] <= '9') &&
             std::all_of(name.begin(), name.end(), [](char c) { return is_alnum(c) || c == '_'; });
-  if (!ok) return fail("env: invalid variable name " + printable(name) + " (letters, digits and _, not starting with a digit)");
+  if (!ok) return fail("env: invalid variable name " + cli::printable(name) + " (letters, digits and _, not starting with a digit)");
   return {};
 }
 
 Result<void> check_command(const JobSpec& spec) {
   if (spec.kind != "command")
-    return fail("kind " + printable(spec.kind) + " is not supported by the slurm runner (only \"command\")");
+    return fail("kind " + cli::printable(spec.kind) + " is not supported by the slurm runner (only \"command\")");
   if (spec.command.has_value() == !spec.argv.empty())
     return fail("a command job needs exactly one of argv and command");
   if (spec.command && (spec.command->empty() || has_nul(*spec.command))) return fail("command: empty or contains a NUL byte");
   for (const auto& a : spec.argv)
-    if (has_nul(a)) return fail("argv: argument " + printable(a) + " contains a NUL byte");
+    if (has_nul(a)) return fail("argv: argument " + cli::printable(a) + " contains a NUL byte");
   if (!spec.argv.empty() && spec.argv[0].empty()) return fail("argv: the program name is empty");
   for (const auto& [name, value] : spec.env) {
     if (auto r = check_env_name(name); !r) return r;
@@ -34,26 +38,16 @@ Result<void> check_command(const JobSpec& spec) {
   return {};
 }
 
-std::string minutes_for(std::chrono::seconds timeout) {
-  auto minutes = (std::max<std::chrono::seconds::rep>(timeout.count(), 1) + 59) / 60;
-  return std::to_string(minutes);
-}
-
 void add_sbatch_lines(std::string& s, const JobSpec& spec, const std::filesystem::path& dir,
                       const std::vector<SbatchOption>& options) {
-  auto line = [&](std::string_view key, const std::string& value) {
-    s += "#SBATCH --";
-    s += key;
-    if (!value.empty()) (s += '=') += value;
-    s += '\n';
-  };
+  auto line = [&](std::string_view key, const std::string& value) { s += cli::sbatch_directive(key, value); };
   line("job-name", "nymph-" + spec.job_id);
   line("chdir", dir.string());
   line("output", (dir / kStdoutFile).string());
   line("error", (dir / kStderrFile).string());
   bool has_time = std::any_of(options.begin(), options.end(), [](const auto& o) { return o.key == "time"; });
   for (const auto& o : options) line(o.key, o.value);
-  if (spec.timeout && !has_time) line("time", minutes_for(*spec.timeout));
+  if (spec.timeout && !has_time) line("time", cli::minutes_for(*spec.timeout));
 }
 
 void add_body(std::string& s, const JobSpec& spec, const std::filesystem::path& dir) {
@@ -87,16 +81,7 @@ std::string shell_quote(std::string_view s) {
 Result<void> check_job_id(std::string_view id) {
   bool ok = !id.empty() && id.size() <= 128 && id.front() != '.' && id.front() != '-' &&
             std::all_of(id.begin(), id.end(), [](char c) { return is_alnum(c) || c == '_' || c == '.' || c == '-'; });
-  if (!ok) return fail("job id " + printable(id) + " cannot name a Slurm job (1-128 of letters, digits, _ . -)");
-  return {};
-}
-
-Result<void> check_sbatch_path(const std::filesystem::path& p) {
-  const std::string s = p.string();
-  bool ok = p.is_absolute() && std::all_of(s.begin(), s.end(), [](char c) {
-              return is_alnum(c) || std::string_view("/_.-+@,=~").find(c) != std::string_view::npos;
-            });
-  if (!ok) return fail("path " + printable(s) + " cannot go into an sbatch script (absolute; letters, digits and / _ . - + @ , = ~ only)");
+  if (!ok) return fail("job id " + cli::printable(id) + " cannot name a Slurm job (1-128 of letters, digits, _ . -)");
   return {};
 }
 
@@ -107,7 +92,7 @@ std::string job_dir_name(std::string_view job_id, int attempt) {
 Result<RenderedJob> render_job(const JobSpec& spec, const std::filesystem::path& dir,
                                const std::vector<SbatchOption>& options) {
   if (auto r = check_job_id(spec.job_id); !r) return r.error();
-  if (auto r = check_sbatch_path(dir); !r) return r.error();
+  if (auto r = cli::check_sbatch_path(dir); !r) return r.error();
   if (auto r = check_command(spec); !r) return r.error();
   RenderedJob out;
   out.script = "#!/bin/sh\n";
@@ -121,16 +106,16 @@ Result<std::vector<std::string>> training_sbatch_args(const JobSpec& spec, const
                                                       const std::vector<SbatchOption>& options,
                                                       const std::filesystem::path& script) {
   if (auto r = check_job_id(spec.job_id); !r) return r.error();
-  if (auto r = check_sbatch_path(dir); !r) return r.error();
-  if (!script.is_absolute() || has_nul(script.string())) return fail("profile script " + printable(script.string()) + ": not an absolute path");
+  if (auto r = cli::check_sbatch_path(dir); !r) return r.error();
+  if (!script.is_absolute() || has_nul(script.string())) return fail("profile script " + cli::printable(script.string()) + ": not an absolute path");
   std::vector<std::string> args{"--parsable", "--job-name=nymph-" + spec.job_id, "--chdir=" + dir.string(),
                                 "--output=" + (dir / kStdoutFile).string(), "--error=" + (dir / kStderrFile).string()};
   bool has_time = false;
   for (const auto& o : options) {
     has_time = has_time || o.key == "time";
-    args.push_back("--" + o.key + (o.value.empty() ? "" : "=" + o.value));
+    args.push_back(cli::sbatch_argument(o.key, o.value));
   }
-  if (spec.timeout && !has_time) args.push_back("--time=" + minutes_for(*spec.timeout));
+  if (spec.timeout && !has_time) args.push_back("--time=" + cli::minutes_for(*spec.timeout));
   args.push_back(script.string());
   args.push_back((dir / kInputFile).string());
   args.push_back((dir / kResultFile).string());

@@ -9,9 +9,11 @@
 
 #include "common/error.hpp"
 #include "runners/runner.hpp"
-#include "runners/slurm/options.hpp"
+#include "slurm/options.hpp"
 
 namespace nymph::runners::slurm {
+
+using nymph::slurm::SbatchOption;
 
 // Files inside a job directory.
 inline constexpr std::string_view kScriptFile = "job.sbatch";
@@ -32,10 +34,6 @@ std::string shell_quote(std::string_view s);
 // Checks a job id used in the Slurm job name and the directory name: 1-128 of letters, digits, _ . -,
 // not starting with '.' or '-'. Returns an Error naming the id otherwise.
 Result<void> check_job_id(std::string_view job_id);
-
-// Checks a runner-controlled path that goes into #SBATCH lines (launch_dir): absolute, and only letters,
-// digits and / _ . - + @ , = ~ (no spaces, quotes or '%', which sbatch would expand). Error names the path.
-Result<void> check_sbatch_path(const std::filesystem::path& p);
 
 // The directory name of an attempt: "<job_id>-<attempt>".
 std::string job_dir_name(std::string_view job_id, int attempt);

@@ -1,12 +1,5 @@
 #include "runners/slurm/slurm_runner.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
 #include <boost/asio/co_spawn.hpp>
@@ -15,15 +8,17 @@
 
 #include "common/coroutine_warning.hpp"
 #include "runners/profile.hpp"
-#include "runners/slurm/options.hpp"
-#include "runners/slurm/parse.hpp"
+#include "runners/slurm/job_files.hpp"
 #include "runners/slurm/script.hpp"
+#include "slurm/commands.hpp"
+#include "slurm/parse.hpp"
 
 namespace nymph::runners::slurm {
 namespace {
 
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
+namespace cli = nymph::slurm;
 
 JobUpdate failed_update(std::string message, std::optional<std::string> slurm_id = std::nullopt) {
   JobUpdate u;
@@ -33,47 +28,37 @@ JobUpdate failed_update(std::string message, std::optional<std::string> slurm_id
   return u;
 }
 
-std::string join(const std::vector<std::string>& ids) {
-  std::string s;
-  for (const auto& id : ids) (s += s.empty() ? "" : ",") += id;
-  return s;
-}
+// What release() and abandon() leave to the I/O threads, in this order: the journal's done line (for a
+// journaled attempt), then the job directory (unless kept). Reports its own failures.
+struct DiskCleanup {
+  Journal* journal;
+  std::string job_id;
+  int attempt;
+  bool journaled;
+  fs::path dir;
+  bool keep_dir;
+  std::shared_ptr<spdlog::logger> log;
 
-Result<void> write_file(const fs::path& path, const std::string& text, fs::perms perms) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return fail("cannot write " + path.string());
-  std::error_code ec;
-  fs::permissions(path, perms, ec);
-  return {};
-}
+  void operator()() const noexcept {
+    try {
+      if (journaled) {
+        if (auto r = journal->mark_done(job_id, attempt); !r) log->error("job {}: {}", job_id, r.error().message);
+      }
+      if (keep_dir) return;
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+      if (ec) log->warn("job {}: cannot remove {}: {}", job_id, dir.string(), ec.message());
+    } catch (const std::exception& e) {  // bad_alloc, or a logger failure: nothing else to tell
+      (void)e;
+    }
+  }
+};
 
-// Reads `path` into an int when it holds exactly one decimal number and a newline (what the trap writes).
-std::optional<int> read_status_file(const fs::path& path) {
-  std::ifstream in(path);
-  int v = 0;
-  if (!(in >> v)) return std::nullopt;
-  return v;
-}
-
-// One stream's output file, read from a byte offset on. The file is opened for each read and closed again:
-// a thousand tracked jobs must not hold two thousand descriptors.
+// One stream's output file, read from a byte offset on (through the I/O threads: see ship_output).
 class OutputTail {
  public:
   OutputTail(fs::path path, Stream stream, std::uint64_t offset) : path_(std::move(path)), stream_(stream), offset_(offset) {}
-  // The next at most `max` bytes (empty at the current end of the file or before it exists).
-  std::string next(std::size_t max) const {
-    int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return {};
-    std::string buf(max, '\0');
-    ssize_t n;
-    do n = ::pread(fd, buf.data(), max, static_cast<off_t>(offset_));
-    while (n < 0 && errno == EINTR);
-    ::close(fd);
-    buf.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
-    return buf;
-  }
+  const fs::path& path() const { return path_; }
   Stream stream() const { return stream_; }
   std::uint64_t offset() const { return offset_; }
   void advance(std::size_t n) { offset_ += n; }
@@ -100,16 +85,18 @@ struct SlurmRunner::Attempt {
   OutputTail out, err;
 };
 
-SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig config, std::unique_ptr<CommandRunner> commands,
-                         std::shared_ptr<spdlog::logger> logger)
+SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig config,
+                         std::unique_ptr<cli::CommandRunner> commands, std::shared_ptr<spdlog::logger> logger)
     : executor_(std::move(executor)),
       config_(std::move(config)),
       commands_(std::move(commands)),
       log_(std::move(logger)),
       tracker_(TrackerConfig{config_.max_poll_duration, config_.cancel_grace, config_.lost_after_cycles}),
       poll_timer_(executor_),
-      random_(std::random_device{}()) {
-  if (auto r = check_sbatch_path(config_.launch_dir); !r) throw std::runtime_error("[runners.slurm] launch_dir: " + r.error().message);
+      random_(std::random_device{}()),
+      io_(config_.io_threads) {
+  if (auto r = cli::check_sbatch_path(config_.launch_dir); !r)
+    throw std::runtime_error("[runners.slurm] launch_dir: " + r.error().message);
   std::error_code ec;
   fs::create_directories(config_.launch_dir, ec);
   if (ec) throw std::runtime_error("[runners.slurm] cannot create launch_dir " + config_.launch_dir.string() + ": " + ec.message());
@@ -120,7 +107,7 @@ SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig confi
   if (!in_flight_.empty()) log_->info("slurm journal {}: {} attempt(s) in flight", path.string(), in_flight_.size());
 }
 
-SlurmRunner::~SlurmRunner() = default;
+SlurmRunner::~SlurmRunner() { io_.join(); }
 
 NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter) {
@@ -129,9 +116,9 @@ asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter)
     co_return failed_update("this worker runs approved training profiles only ([runners.process] allow_commands = "
                             "false): argv and command jobs are refused");
   // A profile's own #SBATCH lines decide its resources: site defaults on the command line would override them.
-  OptionDefaults defaults{config_.account, config_.qos, config_.partition};
+  cli::OptionDefaults defaults{config_.account, config_.qos, config_.partition};
   if (training) defaults = {};
-  auto options = validate_options(spec.slurm_options, defaults);
+  auto options = cli::validate_options(spec.slurm_options, defaults);
   if (!options) co_return failed_update(options.error().message);
   const Profile* profile = nullptr;
   std::string input;
@@ -143,91 +130,105 @@ asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter)
     profile = *p;
     input = std::move(*text);
   }
-  if (attempts_.count(spec.job_id)) co_return failed_update("job " + spec.job_id + " is already running on this runner");
+  if (auto refused = refusal(spec)) co_return std::move(*refused);
+
+  // The attempt holds its job's slot (and capacity) while its directory is prepared on the I/O threads.
+  const fs::path dir = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
+  JournalEntry entry{spec.job_id, spec.attempt, spec.lease_id, "", dir, WallClock::now()};
+  auto owned = std::make_unique<Attempt>(executor_, std::move(entry), reporter, OutputOffsets{});
+  Attempt& a = *owned;
+  attempts_.emplace(spec.job_id, std::move(owned));
+  auto sub = co_await prepare(spec, profile, std::move(input), *options);
+  if (!sub) {
+    attempts_.erase(spec.job_id);
+    co_return failed_update(sub.error().message);
+  }
+  a.training = sub->training;
+  co_return co_await submit_and_follow(a, std::move(*sub));
+}
+NYMPH_GCC_PR109224_END
+
+// Why `spec` cannot be submitted now (a duplicate, capacity, an attempt from before a restart), if it cannot.
+std::optional<JobUpdate> SlurmRunner::refusal(const JobSpec& spec) const {
+  if (attempts_.count(spec.job_id)) return failed_update("job " + spec.job_id + " is already running on this runner");
   if (attempts_.size() >= static_cast<std::size_t>(config_.max_jobs))
-    co_return failed_update("the slurm runner is at capacity (max_jobs = " + std::to_string(config_.max_jobs) + ")");
+    return failed_update("the slurm runner is at capacity (max_jobs = " + std::to_string(config_.max_jobs) + ")");
   for (const auto& e : in_flight_) {
     if (e.job_id == spec.job_id && e.attempt == spec.attempt)
-      co_return failed_update("job " + spec.job_id + " attempt " + std::to_string(spec.attempt) + " is Slurm job " +
-                              e.slurm_job_id + " from before the restart: resume() it instead", e.slurm_job_id);
+      return failed_update("job " + spec.job_id + " attempt " + std::to_string(spec.attempt) + " is Slurm job " +
+                               e.slurm_job_id + " from before the restart: resume() it instead",
+                           e.slurm_job_id);
   }
-  auto sub = profile ? prepare_training(spec, *profile, input, *options) : prepare_command(spec, *options);
-  if (!sub) co_return failed_update(sub.error().message);
-  const fs::path* dir = &sub->dir;
+  return std::nullopt;
+}
 
-  JournalEntry entry{spec.job_id, spec.attempt, spec.lease_id, "", *dir, WallClock::now()};
-  auto owned = std::make_unique<Attempt>(executor_, entry, reporter, OutputOffsets{});
-  Attempt& a = *owned;
-  a.training = sub->training;
-  attempts_.emplace(spec.job_id, std::move(owned));
-
-  auto slurm_id = co_await submit(*sub);
-  if (!slurm_id) co_return end_without_tracking(spec.job_id, *dir, failed_update(slurm_id.error().message));
+asio::awaitable<JobUpdate> SlurmRunner::submit_and_follow(Attempt& a, Submission sub) {
+  const std::string job_id = a.entry.job_id;
+  auto slurm_id = co_await submit(sub);
+  if (!slurm_id) co_return end_without_tracking(job_id, sub.dir, failed_update(slurm_id.error().message));
   a.entry.slurm_job_id = *slurm_id;
   a.entry.submitted_at = WallClock::now();
-  if (auto j = journal_->append(a.entry); !j) {
-    std::vector<std::string> argv{config_.scancel, *slurm_id};
-    co_await command(argv);
-    co_return end_without_tracking(spec.job_id, *dir, failed_update(j.error().message + "; Slurm job " + *slurm_id + " cancelled", *slurm_id));
+  // On disk before anyone hears of it: a restarted manager finds every job it reported.
+  auto append = [journal = &*journal_, e = a.entry] { return journal->append(e); };
+  if (auto j = co_await io_.run_ordered(std::move(append)); !j) {
+    std::vector<std::string> ids{*slurm_id};
+    co_await command(cli::scancel_argv(config_.scancel, ids));
+    co_return end_without_tracking(job_id, sub.dir,
+                                   failed_update(j.error().message + "; Slurm job " + *slurm_id + " cancelled", *slurm_id));
   }
-  log_->info("job {} attempt {}: submitted as Slurm job {} ({})", spec.job_id, spec.attempt, *slurm_id, dir->string());
+  log_->info("job {} attempt {}: submitted as Slurm job {} ({})", job_id, a.entry.attempt, *slurm_id, sub.dir.string());
   JobUpdate running;
   running.state = JobState::running;
   running.slurm_job_id = *slurm_id;
   running.message = "submitted as Slurm job " + *slurm_id;
-  reporter.update(running);
+  a.reporter->update(running);
   start_tracking(a);
   co_return co_await follow(a, {});
 }
-NYMPH_GCC_PR109224_END
 
-// Removes whatever a previous run left at the attempt's directory and creates it afresh, mode 0700.
-Result<fs::path> SlurmRunner::fresh_dir(const JobSpec& spec) {
-  const fs::path dir = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  fs::create_directories(dir, ec);
-  if (ec) return fail("cannot create job directory " + dir.string() + ": " + ec.message());
-  fs::permissions(dir, fs::perms::owner_all, ec);
-  return dir;
+asio::awaitable<Result<SlurmRunner::Submission>> SlurmRunner::prepare(const JobSpec& spec, const Profile* profile,
+                                                                      std::string input, const SbatchOptions& options) {
+  // `profile` points into config_, which outlives the runner's I/O threads; prepare_* only read config_.
+  auto work = [this, spec, profile, input = std::move(input), options] {
+    return profile ? prepare_training(spec, *profile, input, options) : prepare_command(spec, options);
+  };
+  co_return co_await io_.run(std::move(work));
 }
 
-Result<SlurmRunner::Submission> SlurmRunner::prepare_command(const JobSpec& spec, const std::vector<SbatchOption>& options) {
+Result<SlurmRunner::Submission> SlurmRunner::prepare_command(const JobSpec& spec, const SbatchOptions& options) const {
   if (auto id = check_job_id(spec.job_id); !id) return id.error();
-  const fs::path planned = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
-  auto rendered = render_job(spec, planned, options);
+  const fs::path dir = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
+  auto rendered = render_job(spec, dir, options);
   if (!rendered) return rendered.error();
-  auto dir = fresh_dir(spec);
-  if (!dir) return dir.error();
-  if (auto w = write_file(*dir / kScriptFile, rendered->script, fs::perms::owner_read | fs::perms::owner_write); !w) return w.error();
+  if (auto d = make_fresh_dir(dir); !d) return d.error();
+  constexpr auto private_file = fs::perms::owner_read | fs::perms::owner_write;
+  if (auto w = write_file(dir / kScriptFile, rendered->script, private_file); !w) return w.error();
   if (rendered->command) {
-    if (auto w = write_file(*dir / kCommandFile, *rendered->command, fs::perms::owner_read | fs::perms::owner_write); !w)
-      return w.error();
+    if (auto w = write_file(dir / kCommandFile, *rendered->command, private_file); !w) return w.error();
   }
-  std::vector<std::string> argv{config_.sbatch, "--parsable", (*dir / kScriptFile).string()};
-  return Submission{*dir, std::move(argv), scrubbed_environment(), false};
+  return Submission{dir, cli::sbatch_file_argv(config_.sbatch, (dir / kScriptFile).string()),
+                    cli::scrubbed_environment(), false};
 }
 
 Result<SlurmRunner::Submission> SlurmRunner::prepare_training(const JobSpec& spec, const Profile& profile,
                                                               const std::string& input,
-                                                              const std::vector<SbatchOption>& options) {
-  const fs::path planned = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
-  auto args = training_sbatch_args(spec, planned, options, profile.script);
+                                                              const SbatchOptions& options) const {
+  const fs::path dir = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
+  auto args = training_sbatch_args(spec, dir, options, profile.script);
   if (!args) return args.error();
-  auto dir = fresh_dir(spec);
-  if (!dir) return dir.error();
-  if (auto w = write_input(*dir, input); !w) return w.error();
+  if (auto d = make_fresh_dir(dir); !d) return d.error();
+  if (auto w = write_input(dir, input); !w) return w.error();
   std::vector<std::string> argv{config_.sbatch};
   argv.insert(argv.end(), args->begin(), args->end());
   // sbatch exports its own environment to the job (--export=ALL is its default): the profile finds its
   // paths there. The agent's own NYMPH_* variables are not passed on.
-  auto env = scrubbed_environment();
+  auto env = cli::scrubbed_environment();
   std::erase_if(env, [](const auto& kv) { return kv.first.starts_with("NYMPH_"); });
-  env["NYMPH_INPUT"] = (*dir / kInputFile).string();
-  env["NYMPH_RESULT"] = (*dir / kResultFile).string();
+  env["NYMPH_INPUT"] = (dir / kInputFile).string();
+  env["NYMPH_RESULT"] = (dir / kResultFile).string();
   env["NYMPH_JOB_ID"] = spec.job_id;
   env["NYMPH_ATTEMPT"] = std::to_string(spec.attempt);
-  return Submission{*dir, std::move(argv), std::move(env), true};
+  return Submission{dir, std::move(argv), std::move(env), true};
 }
 
 asio::awaitable<Result<std::string>> SlurmRunner::submit(const Submission& s) {
@@ -236,10 +237,11 @@ asio::awaitable<Result<std::string>> SlurmRunner::submit(const Submission& s) {
   auto r = co_await commands_->run(std::move(argv), std::move(env), config_.command_timeout);
   if (!r) co_return fail("sbatch: " + r.error().message);
   if (r->exit_code != 0) {
-    std::string err(trim(r->err));
-    co_return fail("sbatch failed (exit status " + std::to_string(r->exit_code) + "): " + (err.empty() ? std::string(trim(r->out)) : err));
+    std::string err(cli::trim(r->err));
+    co_return fail("sbatch failed (exit status " + std::to_string(r->exit_code) + "): " +
+                   (err.empty() ? std::string(cli::trim(r->out)) : err));
   }
-  co_return parse_sbatch_output(r->out);
+  co_return cli::parse_sbatch_output(r->out);
 }
 
 JobUpdate SlurmRunner::end_without_tracking(const std::string& job_id, const fs::path& dir, JobUpdate u) {
@@ -261,11 +263,20 @@ void SlurmRunner::start_tracking(Attempt& a) {
 }
 
 asio::awaitable<JobUpdate> SlurmRunner::resume(JournalEntry entry, JobReporter& reporter, OutputOffsets from) {
-  if (attempts_.count(entry.job_id)) co_return failed_update("job " + entry.job_id + " is already tracked here", entry.slurm_job_id);
+  auto tracked_already = [&]() -> std::optional<JobUpdate> {
+    if (!attempts_.count(entry.job_id)) return std::nullopt;
+    return failed_update("job " + entry.job_id + " is already tracked here", entry.slurm_job_id);
+  };
+  if (auto refused = tracked_already()) co_return std::move(*refused);
+  auto has_input = [path = entry.dir / kInputFile] {
+    std::error_code ec;
+    return fs::exists(path, ec);
+  };
+  const bool training = co_await io_.run(std::move(has_input));
+  if (auto refused = tracked_already()) co_return std::move(*refused);  // resumed meanwhile
   auto owned = std::make_unique<Attempt>(executor_, entry, reporter, from);
   Attempt& a = *owned;
-  std::error_code ec;
-  a.training = fs::exists(a.entry.dir / kInputFile, ec);
+  a.training = training;
   attempts_.emplace(entry.job_id, std::move(owned));
   log_->info("job {} attempt {}: re-attached to Slurm job {}", entry.job_id, entry.attempt, entry.slurm_job_id);
   start_tracking(a);
@@ -288,14 +299,15 @@ asio::awaitable<Result<void>> SlurmRunner::abandon(InFlightAttempt attempt) {
   const auto* journaled = std::any_cast<JournalEntry>(&attempt.runner_data);
   if (!journaled) co_return fail("job " + attempt.job_id + ": not an attempt journaled by the slurm runner");
   const JournalEntry entry = *journaled;
-  std::vector<std::string> argv{config_.scancel, entry.slurm_job_id};
-  auto r = co_await command(argv);
+  std::vector<std::string> ids{entry.slurm_job_id};
+  auto r = co_await command(cli::scancel_argv(config_.scancel, ids));
   if (!r || r->exit_code != 0) {
-    std::string why = r ? std::string(trim(r->err)) : r.error().message;
+    std::string why = r ? std::string(cli::trim(r->err)) : r.error().message;
     co_return fail("scancel " + entry.slurm_job_id + " failed: " + why);
   }
-  finished_[entry.job_id] = Finished{entry.dir, entry.attempt, true};
-  release(entry.job_id);
+  std::erase_if(in_flight_, [&](const JournalEntry& e) { return e.job_id == entry.job_id && e.attempt == entry.attempt; });
+  DiskCleanup cleanup{&*journal_, entry.job_id, entry.attempt, true, entry.dir, config_.keep_job_dirs, log_};
+  co_await io_.run_ordered(std::move(cleanup));
   co_return Result<void>{};
 }
 
@@ -310,7 +322,10 @@ asio::awaitable<JobUpdate> SlurmRunner::follow(Attempt& a, OutputOffsets) {
   if (!a.detached) co_await ship_output(a, true);  // the job has ended: everything it wrote, to the end
   JobUpdate result = std::move(*a.final);
   // Only now, with Slurm's final word (COMPLETED), is a training profile's result.json read and checked.
-  if (a.training && !a.detached) result = attach_result(std::move(result), a.entry.dir);
+  if (a.training && !a.detached) {
+    auto check = [u = std::move(result), dir = a.entry.dir]() mutable { return attach_result(std::move(u), dir); };
+    result = co_await io_.run(std::move(check));
+  }
   const std::string job_id = a.entry.job_id;
   if (!a.detached) finished_[job_id] = Finished{a.entry.dir, a.entry.attempt, true};
   job_of_slurm_id_.erase(a.entry.slurm_job_id);
@@ -323,7 +338,11 @@ asio::awaitable<void> SlurmRunner::ship_output(Attempt& a, bool to_end) {
   for (OutputTail* tail : {&a.out, &a.err}) {
     for (;;) {
       if (a.detached) co_return;
-      std::string bytes = tail->next(config_.output_chunk);
+      auto read = [path = tail->path(), offset = tail->offset(), max = config_.output_chunk] {
+        return read_chunk(path, offset, max);
+      };
+      std::string bytes = co_await io_.run(std::move(read));
+      if (a.detached) co_return;
       if (bytes.empty()) break;
       std::size_t n = bytes.size();
       co_await a.reporter->output(tail->stream(), tail->offset(), std::move(bytes));
@@ -337,7 +356,7 @@ void SlurmRunner::stop(const std::string& job_id, StopReason why) {
   auto it = attempts_.find(job_id);
   if (it == attempts_.end() || it->second->final) return;
   Attempt& a = *it->second;
-  if (a.entry.slurm_job_id.empty()) {  // still in sbatch: act once the id is known
+  if (a.entry.slurm_job_id.empty()) {  // still preparing or in sbatch: act once the id is known
     a.stop_requested = why;
     return;
   }
@@ -363,13 +382,7 @@ void SlurmRunner::release(const std::string& job_id) {
   Finished f = std::move(it->second);
   finished_.erase(it);
   std::erase_if(in_flight_, [&](const JournalEntry& e) { return e.job_id == job_id && e.attempt == f.attempt; });
-  if (f.journaled) {
-    if (auto r = journal_->mark_done(job_id, f.attempt); !r) log_->error("job {}: {}", job_id, r.error().message);
-  }
-  if (config_.keep_job_dirs) return;
-  std::error_code ec;
-  fs::remove_all(f.dir, ec);
-  if (ec) log_->warn("job {}: cannot remove {}: {}", job_id, f.dir.string(), ec.message());
+  io_.post_ordered(DiskCleanup{&*journal_, job_id, f.attempt, f.journaled, f.dir, config_.keep_job_dirs, log_});
 }
 
 void SlurmRunner::request_cycle() {
@@ -422,41 +435,42 @@ asio::awaitable<void> SlurmRunner::run_cycle() {
 asio::awaitable<TrackerEvent> SlurmRunner::perform(const TrackerAction& action) {
   switch (action.step) {
     case TrackerStep::scancel: {
-      std::vector<std::string> argv{config_.scancel};
-      argv.insert(argv.end(), action.slurm_ids.begin(), action.slurm_ids.end());
-      auto r = co_await command(std::move(argv));
+      auto r = co_await command(cli::scancel_argv(config_.scancel, action.slurm_ids));
       co_return TrackerEvent(tracker_event::ScancelDone{std::move(r)});
     }
     case TrackerStep::squeue: {
-      std::vector<std::string> argv{config_.squeue, "--noheader", "-o", std::string(kSqueueFormat), "-j", join(action.slurm_ids)};
-      auto r = co_await command(std::move(argv));
+      auto r = co_await command(cli::squeue_jobs_argv(config_.squeue, action.slurm_ids));
       co_return TrackerEvent(tracker_event::SqueueDone{std::move(r)});
     }
     case TrackerStep::sacct: {
-      std::vector<std::string> argv{config_.sacct, "-X", "-n", "-P", "-o", std::string(kSacctFormat), "-j", join(action.slurm_ids)};
-      auto r = co_await command(std::move(argv));
+      auto r = co_await command(cli::sacct_jobs_argv(config_.sacct, action.slurm_ids));
       co_return TrackerEvent(tracker_event::SacctDone{std::move(r)});
     }
-    case TrackerStep::read_exit_files: co_return TrackerEvent(read_exit_files(action.slurm_ids));
+    case TrackerStep::read_exit_files: co_return TrackerEvent(co_await read_exit_files(action.slurm_ids));
     case TrackerStep::cycle_done: break;
   }
   throw std::logic_error("slurm runner: nothing to perform");
 }
 
-asio::awaitable<Result<CommandResult>> SlurmRunner::command(std::vector<std::string> argv) {
-  co_return co_await commands_->run(std::move(argv), scrubbed_environment(), config_.command_timeout);
+asio::awaitable<Result<cli::CommandResult>> SlurmRunner::command(std::vector<std::string> argv) {
+  co_return co_await commands_->run(std::move(argv), cli::scrubbed_environment(), config_.command_timeout);
 }
 
-tracker_event::ExitFilesRead SlurmRunner::read_exit_files(const std::vector<std::string>& slurm_ids) const {
-  tracker_event::ExitFilesRead ev;
+asio::awaitable<tracker_event::ExitFilesRead> SlurmRunner::read_exit_files(const std::vector<std::string>& slurm_ids) {
+  std::map<std::string, fs::path> files;
   for (const auto& id : slurm_ids) {
     auto job = job_of_slurm_id_.find(id);
     if (job == job_of_slurm_id_.end()) continue;
     auto a = attempts_.find(job->second);
     if (a == attempts_.end()) continue;
-    ev.status[id] = read_status_file(a->second->entry.dir / kExitStatusFile);
+    files[id] = a->second->entry.dir / kExitStatusFile;
   }
-  return ev;
+  auto read = [files = std::move(files)] {
+    tracker_event::ExitFilesRead ev;
+    for (const auto& [id, path] : files) ev.status[id] = read_status_file(path);
+    return ev;
+  };
+  co_return co_await io_.run(std::move(read));
 }
 
 void SlurmRunner::deliver(std::vector<TrackerReport> reports) {

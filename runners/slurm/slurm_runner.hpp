@@ -12,6 +12,11 @@
 // Manager shutdown: stop(job, StopReason::shutdown) detaches an attempt — the Slurm job keeps running,
 // run()/resume() return at once with a NON-final update (state running, the Slurm id, "left running")
 // which the agent must not report as the attempt's end; the journal keeps the entry for step 3.
+//
+// launch_dir is on a shared filesystem: output files, exit-status files, job directories and the journal are
+// read and written on the runner's own I/O threads (runners/slurm/io_pool.hpp), never on the io_context
+// thread, so a stalled mount holds up only the jobs whose files it holds. The Slurm command lines and their
+// parsers are in slurm/.
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -29,10 +34,11 @@
 
 #include "runners/profile.hpp"
 #include "runners/runner.hpp"
-#include "runners/slurm/command_runner.hpp"
+#include "runners/slurm/io_pool.hpp"
 #include "runners/slurm/journal.hpp"
-#include "runners/slurm/options.hpp"
 #include "runners/slurm/tracker.hpp"
+#include "slurm/command_runner.hpp"
+#include "slurm/options.hpp"
 
 namespace nymph::runners::slurm {
 
@@ -54,6 +60,7 @@ struct SlurmRunnerConfig {
   std::chrono::milliseconds cancel_grace{5 * 60'000};
   ProfileCatalog profiles;                           // approved training profiles (kind=training)
   bool profiles_only = false;                        // refuse kind=command jobs ([runners.process] allow_commands = false)
+  int io_threads = 2;                                // threads for launch_dir I/O (shared filesystem)
 };
 
 // Where to resume shipping output after a restart (bytes the control plane already has).
@@ -65,11 +72,13 @@ struct OutputOffsets {
 class SlurmRunner final : public Runner, public ResumableRunner {
  public:
   // Prepares launch_dir (created 0700 if missing), reads and compacts its journal, opens it for appending.
-  // Throws std::runtime_error for start-up errors: launch_dir not absolute or not usable in an sbatch script
-  // (spaces, quotes, '%'), cannot be created, or an unreadable journal. All coroutines run on `executor`;
-  // destroy the runner only when its io_context no longer runs (a stopped or finished context).
-  SlurmRunner(boost::asio::any_io_executor executor, SlurmRunnerConfig config, std::unique_ptr<CommandRunner> commands,
-              std::shared_ptr<spdlog::logger> logger);
+  // (These start-up steps block the calling thread.) Throws std::runtime_error for start-up errors:
+  // launch_dir not absolute or not usable in an sbatch script (spaces, quotes, '%'), cannot be created, or an
+  // unreadable journal. All coroutines run on `executor`; destroy the runner only when its io_context no
+  // longer runs (a stopped or finished context).
+  SlurmRunner(boost::asio::any_io_executor executor, SlurmRunnerConfig config,
+              std::unique_ptr<nymph::slurm::CommandRunner> commands, std::shared_ptr<spdlog::logger> logger);
+  // Waits for the I/O threads to finish what release() queued (journal lines, directory removals).
   ~SlurmRunner() override;
 
   std::string_view name() const override { return "slurm"; }
@@ -97,7 +106,8 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   void stop(const std::string& job_id, StopReason why) override;
 
   // After the final event was delivered: marks the attempt done in the journal and removes its job
-  // directory unless keep_job_dirs. Ignored for unknown, still-running or detached attempts.
+  // directory unless keep_job_dirs, in that order, on the I/O threads: returns at once, and the work is done
+  // by the time the runner is destroyed. Ignored for unknown, still-running or detached attempts.
   void release(const std::string& job_id) override;
 
   // Attempts of this launch_dir that were submitted and not released, as found in the journal when the
@@ -118,8 +128,8 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   boost::asio::awaitable<JobUpdate> resume(JournalEntry entry, JobReporter& reporter, OutputOffsets from = {});
 
   // Gives up a journaled attempt (from in_flight()) the control plane no longer wants: scancel (one try,
-  // bounded by command_timeout), journal done, job directory removed unless keep_job_dirs. Returns
-  // scancel's error (the entry stays journaled), or an Error for a record without a JournalEntry.
+  // bounded by command_timeout), journal done, job directory removed unless keep_job_dirs; all of it done when it
+  // returns. Returns scancel's error (the entry stays journaled), or an Error for a record without a JournalEntry.
   boost::asio::awaitable<Result<void>> abandon(InFlightAttempt attempt) override;
 
   // Number of attempts being tracked (submitted, not ended).
@@ -140,11 +150,15 @@ class SlurmRunner final : public Runner, public ResumableRunner {
     std::map<std::string, std::string> env;
     bool training = false;
   };
-  Result<Submission> prepare_command(const JobSpec& spec, const std::vector<SbatchOption>& options);
+  using SbatchOptions = std::vector<nymph::slurm::SbatchOption>;
+  Result<Submission> prepare_command(const JobSpec& spec, const SbatchOptions& options) const;
   Result<Submission> prepare_training(const JobSpec& spec, const Profile& profile, const std::string& input,
-                                      const std::vector<SbatchOption>& options);
-  Result<std::filesystem::path> fresh_dir(const JobSpec& spec);
+                                      const SbatchOptions& options) const;
+  boost::asio::awaitable<Result<Submission>> prepare(const JobSpec& spec, const Profile* profile, std::string input,
+                                                     const SbatchOptions& options);
   boost::asio::awaitable<Result<std::string>> submit(const Submission& s);
+  boost::asio::awaitable<JobUpdate> submit_and_follow(Attempt& a, Submission sub);
+  std::optional<JobUpdate> refusal(const JobSpec& spec) const;
   boost::asio::awaitable<JobUpdate> follow(Attempt& a, OutputOffsets from);
   boost::asio::awaitable<void> ship_output(Attempt& a, bool to_end);
   JobUpdate end_without_tracking(const std::string& job_id, const std::filesystem::path& dir, JobUpdate u);
@@ -153,15 +167,15 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   boost::asio::awaitable<void> poll_loop();
   boost::asio::awaitable<void> run_cycle();
   boost::asio::awaitable<TrackerEvent> perform(const TrackerAction& action);
-  boost::asio::awaitable<Result<CommandResult>> command(std::vector<std::string> argv);
-  tracker_event::ExitFilesRead read_exit_files(const std::vector<std::string>& slurm_ids) const;
+  boost::asio::awaitable<Result<nymph::slurm::CommandResult>> command(std::vector<std::string> argv);
+  boost::asio::awaitable<tracker_event::ExitFilesRead> read_exit_files(const std::vector<std::string>& slurm_ids);
   void deliver(std::vector<TrackerReport> reports);
   std::chrono::milliseconds jittered_interval();
   void request_cycle();
 
   boost::asio::any_io_executor executor_;
   SlurmRunnerConfig config_;
-  std::unique_ptr<CommandRunner> commands_;
+  std::unique_ptr<nymph::slurm::CommandRunner> commands_;
   std::shared_ptr<spdlog::logger> log_;
   Tracker tracker_;
   std::optional<Journal> journal_;
@@ -173,6 +187,7 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   bool poll_running_ = false;
   bool cycle_requested_ = false;
   std::minstd_rand random_;
+  IoPool io_;  // last: destroyed (joined) first, while everything its work touches still exists
 };
 
 }  // namespace nymph::runners::slurm

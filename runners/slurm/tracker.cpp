@@ -3,10 +3,18 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "runners/slurm/options.hpp"
+#include "slurm/options.hpp"
 
 namespace nymph::runners::slurm {
 namespace {
+
+using nymph::slurm::parse_sacct;
+using nymph::slurm::parse_squeue;
+using nymph::slurm::phase_of;
+using nymph::slurm::sacct_says_accounting_disabled;
+using nymph::slurm::SlurmPhase;
+using nymph::slurm::squeue_says_invalid_job;
+using nymph::slurm::trim;
 
 std::string describe_failure(const Result<CommandResult>& r) {
   if (!r) return r.error().message;

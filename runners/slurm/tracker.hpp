@@ -14,11 +14,14 @@
 
 #include "common/error.hpp"
 #include "runners/runner.hpp"
-#include "runners/slurm/command_runner.hpp"
-#include "runners/slurm/parse.hpp"
+#include "slurm/command_runner.hpp"
+#include "slurm/parse.hpp"
 
 namespace nymph::runners::slurm {
 
+using nymph::slurm::CommandResult;
+using nymph::slurm::SacctRow;
+using nymph::slurm::SqueueRow;
 using WallClock = std::chrono::system_clock;
 
 struct TrackerConfig {

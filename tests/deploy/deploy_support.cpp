@@ -78,7 +78,7 @@ void write_script(const fs::path& dir, const std::string& name, const std::strin
 void write_fake_slurm(const fs::path& dir) {
   const std::string version = "if [ \"$1\" = --version ]; then echo 'slurm 22.05.8'; exit 0; fi\n";
   write_script(dir, "sbatch", version + "echo 'Submitted batch job 1'");
-  write_script(dir, "squeue", version + "echo 41; echo 42");
+  write_script(dir, "squeue", version + "echo '41|RUNNING|None'; echo '42|PENDING|Priority'");
   write_script(dir, "sacct", version + "echo 41");
   write_script(dir, "scancel", version + "exit 0");
   write_script(dir, "sacctmgr", version + "echo proj");

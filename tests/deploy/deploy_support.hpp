@@ -40,7 +40,8 @@ void write_file(const fs::path& path, const std::string& content, fs::perms mode
 void write_script(const fs::path& dir, const std::string& name, const std::string& body);
 
 // Fake sbatch/squeue/sacct/scancel/sacctmgr in `dir` that answer like Slurm 22.05 for the calls nymph doctor
-// makes (`--version`, `squeue -h -u U -o %i`, `sacct ...`, `sacctmgr ... format=DefaultAccount` -> "proj").
+// makes (`--version`, `squeue --noheader -o "%i|%T|%r" -u U` -> two jobs, `sacct ...`,
+// `sacctmgr ... format=DefaultAccount` -> "proj").
 void write_fake_slurm(const fs::path& dir);
 
 // The binary of the static preset, and the release artifacts directory (configure-time paths, overridden by

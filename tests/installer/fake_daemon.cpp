@@ -7,7 +7,7 @@
 //   ignore-term      like serve, but ignore SIGTERM (only SIGKILL stops it)
 // Invoked through a symlink named sbatch, squeue or scancel it is a fake Slurm keeping one job's state in the
 // directory NYMPH_FAKE_SLURM_DIR: sbatch saves its standard input as `script`, sets the state PENDING and prints
-// job id 4242 (or, with NYMPH_FAKE_SBATCH=fail, prints an error and exits 1); squeue prints "4242 <state>"
+// job id 4242 (or, with NYMPH_FAKE_SBATCH=fail, prints an error and exits 1); squeue prints "4242|<state>|None"
 // while the job exists; scancel 4242 removes it.
 // Before anything else the daemon writes probe.txt in its working directory: its argv, cwd, the target of fd 0 and the
 // list of open fds, so tests can check how it was started.
@@ -82,7 +82,7 @@ int fake_slurm(const std::string& tool, int argc, char** argv) {
   std::string state;
   in >> state;
   if (tool == "squeue") {
-    if (!state.empty()) std::printf("4242 %s\n", state.c_str());
+    if (!state.empty()) std::printf("4242|%s|None\n", state.c_str());
     return 0;
   }
   if (tool == "scancel" && argc == 2 && std::string(argv[1]) == "4242") {

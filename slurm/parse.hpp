@@ -1,0 +1,71 @@
+#pragma once
+// Parsers for what sbatch, squeue, sacct and sacctmgr print (the command lines are in slurm/commands.hpp), and
+// the meaning of Slurm job states.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+#include "slurm/text.hpp"
+
+namespace nymph::slurm {
+
+// Parses sbatch's standard output: `N`, `N;cluster` (--parsable) or `Submitted batch job N[ on cluster C]`.
+// Surrounding whitespace and blank lines are ignored; the last non-empty line counts. Returns the job id
+// ("N"), or an Error quoting the output.
+Result<std::string> parse_sbatch_output(std::string_view out);
+
+// One line of squeue in kSqueueFormat (`squeue --noheader -o "%i|%T|%r"`).
+struct SqueueRow {
+  std::string job_id;
+  std::string state;   // e.g. PENDING, RUNNING, COMPLETING
+  std::string reason;  // e.g. Resources, JobHeldUser, None
+};
+
+// The squeue format string that parse_squeue reads.
+inline constexpr std::string_view kSqueueFormat = "%i|%T|%r";
+
+// Parses squeue's output in kSqueueFormat. Blank lines are skipped. A line without exactly three fields is
+// an Error quoting it.
+Result<std::vector<SqueueRow>> parse_squeue(std::string_view out);
+
+// True when squeue's stderr says the (single) requested job id is unknown to slurmctld, i.e. it has been
+// purged: `slurm_load_jobs error: Invalid job id specified`.
+bool squeue_says_invalid_job(std::string_view err);
+
+// One line of `sacct -X -n -P -o JobID,State,ExitCode`.
+struct SacctRow {
+  std::string job_id;
+  std::string state;       // first word: CANCELLED for "CANCELLED by 1001"
+  std::string state_text;  // as printed
+  int exit_code = 0;       // before the ':'
+  int signal = 0;          // after the ':'
+};
+
+// The sacct field list that parse_sacct reads.
+inline constexpr std::string_view kSacctFormat = "JobID,State,ExitCode";
+
+// Parses sacct's output. Step lines (ids with a '.') are skipped; when a job appears more than once
+// (requeued), the last line wins. A malformed line is an Error quoting it.
+Result<std::vector<SacctRow>> parse_sacct(std::string_view out);
+
+// True when sacct's stderr says accounting is not configured ("Slurm accounting storage is disabled").
+bool sacct_says_accounting_disabled(std::string_view err);
+
+// What a Slurm state means for tracking.
+enum class SlurmPhase {
+  pending,   // PENDING, CONFIGURING, REQUEUED, REQUEUE_HOLD, REQUEUE_FED, RESV_DEL_HOLD, ...
+  running,   // RUNNING, COMPLETING, SUSPENDED, STOPPED, SIGNALING, STAGE_OUT, RESIZING
+  finished,  // COMPLETED, FAILED, CANCELLED, TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, PREEMPTED, BOOT_FAIL,
+             // DEADLINE, REVOKED, SPECIAL_EXIT
+  unknown,   // anything else
+};
+
+// The phase of a state word (the first word: "CANCELLED by 0" → CANCELLED). Case-sensitive, as Slurm prints.
+SlurmPhase phase_of(std::string_view state);
+
+// The first line of sacctmgr's answer for default_account_argv, trimmed: the account, or "" when none is set.
+std::string parse_default_account(std::string_view out);
+
+}  // namespace nymph::slurm

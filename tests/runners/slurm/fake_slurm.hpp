@@ -1,0 +1,158 @@
+#pragma once
+// A scripted Slurm behind the CommandRunner interface: sbatch hands out ids and can "run" the job by
+// writing its output files; squeue answers from a per-job script of states; sacct from a per-job final line.
+// Every call is recorded, so tests can count squeue/sacct invocations per cycle. Forward and Recorder connect
+// it and a reporter to a SlurmRunner.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runners/runner.hpp"
+#include "runners/slurm/script.hpp"
+#include "slurm/command_runner.hpp"
+
+namespace nymph::test {
+
+using nymph::slurm::CommandResult;
+
+struct FakeJob {
+  std::filesystem::path dir;
+  std::deque<std::string> squeue;  // "STATE|reason" per squeue call (last one repeats); "" = not shown
+  std::string sacct = "COMPLETED|0:0";
+  std::string stdout_bytes, stderr_bytes;  // written to the job's files when it is first shown RUNNING
+  bool wrote = false;
+};
+
+class FakeSlurm : public nymph::slurm::CommandRunner {
+ public:
+  std::map<std::string, FakeJob> jobs;            // by Slurm id
+  std::vector<std::vector<std::string>> calls;    // every argv
+  std::vector<std::optional<std::map<std::string, std::string>>> envs;
+  std::function<FakeJob(const std::filesystem::path& dir)> on_submit = [](const auto&) { return FakeJob{}; };
+  std::function<void(int squeue_call)> on_squeue;  // called before answering the n-th squeue (1-based)
+  nymph::Result<CommandResult> sbatch_answer{CommandResult{}};  // exit_code != 0: sbatch fails with it
+  int next_id = 1000;
+  int squeue_calls = 0;
+
+  int count(const std::string& program) const {
+    int n = 0;
+    for (const auto& c : calls) n += c[0] == program;
+    return n;
+  }
+
+  boost::asio::awaitable<nymph::Result<CommandResult>> run(std::vector<std::string> argv,
+                                                          std::optional<std::map<std::string, std::string>> env,
+                                                          std::chrono::milliseconds) override {
+    calls.push_back(argv);
+    envs.push_back(env);
+    co_return answer(argv);
+  }
+
+ private:
+  static std::vector<std::string> ids_of(const std::string& list) {
+    std::vector<std::string> ids;
+    std::size_t pos = 0;
+    while (pos <= list.size()) {
+      auto comma = list.find(',', pos);
+      ids.push_back(list.substr(pos, comma - pos));
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+    return ids;
+  }
+
+  nymph::Result<CommandResult> answer(const std::vector<std::string>& argv) {
+    const std::string& prog = argv[0];
+    if (prog == "sbatch") {
+      if (!sbatch_answer || sbatch_answer->exit_code != 0) return sbatch_answer;
+      std::string id = std::to_string(next_id++);
+      auto dir = std::filesystem::path(argv.back()).parent_path();
+      FakeJob job = on_submit(dir);
+      job.dir = dir;
+      jobs[id] = std::move(job);
+      return CommandResult{0, id + ";nymphlab\n", ""};
+    }
+    if (prog == "squeue") {
+      ++squeue_calls;
+      if (on_squeue) on_squeue(squeue_calls);
+      std::string out;
+      for (const auto& id : ids_of(argv.back())) {
+        auto it = jobs.find(id);
+        if (it == jobs.end() || it->second.squeue.empty()) continue;
+        std::string state = it->second.squeue.front();
+        if (it->second.squeue.size() > 1) it->second.squeue.pop_front();
+        if (state.starts_with("RUNNING")) write_output(it->second);
+        if (!state.empty()) out += id + "|" + state + "\n";
+      }
+      return CommandResult{0, out, ""};
+    }
+    if (prog == "sacct") {
+      std::string out;
+      for (const auto& id : ids_of(argv.back())) {
+        auto it = jobs.find(id);
+        if (it == jobs.end()) continue;
+        write_output(it->second);
+        out += id + "|" + it->second.sacct + "\n" + id + ".batch|" + it->second.sacct + "\n";
+      }
+      return CommandResult{0, out, ""};
+    }
+    if (prog == "scancel") {
+      for (std::size_t i = 1; i < argv.size(); ++i) {
+        auto it = jobs.find(argv[i]);
+        if (it == jobs.end()) continue;
+        it->second.squeue = {""};
+        it->second.sacct = "CANCELLED by 1001|0:15";
+      }
+      return CommandResult{0, "", ""};
+    }
+    return nymph::fail("fake slurm: unexpected program " + prog);
+  }
+
+  static void write_output(FakeJob& job) {
+    if (job.wrote) return;
+    job.wrote = true;
+    std::ofstream(job.dir / nymph::runners::slurm::kStdoutFile, std::ios::binary) << job.stdout_bytes;
+    std::ofstream(job.dir / nymph::runners::slurm::kStderrFile, std::ios::binary) << job.stderr_bytes;
+  }
+};
+
+// Hands every call to a FakeSlurm that outlives the runner (the runner owns its CommandRunner).
+struct Forward : nymph::slurm::CommandRunner {
+  explicit Forward(FakeSlurm& f) : fake(f) {}
+  FakeSlurm& fake;
+  boost::asio::awaitable<nymph::Result<CommandResult>> run(std::vector<std::string> argv,
+                                                          std::optional<std::map<std::string, std::string>> env,
+                                                          std::chrono::milliseconds timeout) override {
+    return fake.run(std::move(argv), std::move(env), timeout);
+  }
+};
+
+// Records what a runner reports for one attempt; output offsets must be contiguous.
+struct Recorder : nymph::runners::JobReporter {
+  std::vector<nymph::runners::JobUpdate> updates;
+  std::string out, err;
+  std::function<void(const nymph::runners::JobUpdate&)> on_update;
+  void update(nymph::runners::JobUpdate u) override {
+    if (on_update) on_update(u);
+    updates.push_back(std::move(u));
+  }
+  boost::asio::awaitable<void> output(nymph::runners::Stream s, std::uint64_t offset, std::string bytes) override {
+    std::string& dst = s == nymph::runners::Stream::out ? out : err;
+    EXPECT_EQ(offset, dst.size()) << "offsets are contiguous";
+    dst += bytes;
+    co_return;
+  }
+  std::vector<nymph::runners::JobState> states() const {
+    std::vector<nymph::runners::JobState> s;
+    for (const auto& u : updates) s.push_back(u.state);
+    return s;
+  }
+};
+
+}  // namespace nymph::test
