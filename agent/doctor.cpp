@@ -18,6 +18,7 @@
 #include <boost/json.hpp>
 
 #include "common/coroutine_warning.hpp"
+#include "common/text.hpp"
 #include "http/client.hpp"
 #include "platform/environment.hpp"
 #include "slurm/commands.hpp"
@@ -54,13 +55,6 @@ const Check* Report::find(std::string_view name) const {
 
 namespace {
 
-std::string trim(std::string_view s) {
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
-  return std::string(s);
-}
-
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
@@ -92,7 +86,7 @@ std::string seconds_text(milliseconds d) {
 
 std::string first_line(const std::string& text) {
   auto t = trim(text);
-  return t.substr(0, t.find('\n'));
+  return std::string(t.substr(0, t.find('\n')));
 }
 
 std::string bytes_text(std::uintmax_t b) {
@@ -133,7 +127,7 @@ std::optional<bool> parse_kill_user_processes(std::string_view conf_text) {
   bool in_login = false;
   std::istringstream in{std::string(conf_text)};
   for (std::string raw; std::getline(in, raw);) {
-    std::string line = trim(raw);
+    std::string line(trim(raw));
     if (line.empty() || line[0] == '#' || line[0] == ';') continue;
     if (line.front() == '[') {
       in_login = line == "[Login]";
@@ -141,7 +135,7 @@ std::optional<bool> parse_kill_user_processes(std::string_view conf_text) {
     }
     auto eq = line.find('=');
     if (!in_login || eq == std::string::npos || trim(line.substr(0, eq)) != "KillUserProcesses") continue;
-    if (auto b = parse_systemd_bool(trim(line.substr(eq + 1)))) value = b;
+    if (auto b = parse_systemd_bool(std::string(trim(line.substr(eq + 1))))) value = b;
   }
   return value;
 }

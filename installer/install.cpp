@@ -16,6 +16,8 @@
 
 #include <boost/json.hpp>
 
+#include "common/files.hpp"
+#include "common/text.hpp"
 #include "installer/launch_record.hpp"
 #include "installer/process.hpp"
 #include "runners/profile.hpp"
@@ -35,7 +37,7 @@ namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
 std::string errno_text(const std::string& what, const fs::path& path, int err) {
-  return what + " " + path.string() + ": " + std::strerror(err);
+  return what + " " + path.string() + ": " + errno_message(err);
 }
 
 // Creates `dir` and missing parents with mode 0700 (existing directories are left as they are).
@@ -65,14 +67,6 @@ Result<void> write_new_file(const fs::path& path, std::string_view content) {
   ::close(fd);
   if (err != 0) return fail(errno_text("cannot write", path, err));
   return {};
-}
-
-void fsync_dir(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
 }
 
 std::int64_t now_unix_ms() {
@@ -113,7 +107,7 @@ Result<void> write_launch_dir(const InstallPlan& plan, const std::string& token,
     if (fs::exists(plan.launch_dir, ec)) return fail(plan.launch_dir.string() + " already exists");
     if (::rename(tmp.c_str(), plan.launch_dir.c_str()) != 0)
       return fail(errno_text("cannot rename " + tmp.string() + " to", plan.launch_dir, errno));
-    fsync_dir(launches);
+    if (auto synced = sync_directory(launches); !synced) return synced.error();
     return {};
   }();
   if (!result) {
@@ -285,27 +279,6 @@ Result<void> create_log(const fs::path& log) {
   return {};
 }
 
-Result<std::string> read_token_file(const fs::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(errno_text("cannot read the token file", path, errno));
-  struct stat st {};
-  std::string data;
-  int err = ::fstat(fd, &st) == 0 ? 0 : errno;
-  if (err == 0 && !S_ISREG(st.st_mode)) err = EINVAL;
-  char buf[4096];
-  while (err == 0 && data.size() <= 65536) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) err = errno;
-    if (n <= 0) break;
-    data.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  if (err == EINVAL) return fail("the token file " + path.string() + " is not a regular file");
-  if (err != 0) return fail(errno_text("cannot read the token file", path, err));
-  return data;
-}
-
 std::string squeue_line(const InstallPlan& plan) { return slurm::squeue_by_name_hint(plan.job_name); }
 
 std::string tail_line(const InstallPlan& plan) { return "tail -f " + shell_quote(plan.log_path.native()); }
@@ -334,7 +307,7 @@ Result<std::string> read_token(const InstallOptions& o, std::istream* input) {
       data.append(buf, static_cast<std::size_t>(input->gcount()));
     return check_token(data, "standard input");
   }
-  auto data = read_token_file(o.token_file);
+  auto data = read_small_file(o.token_file, "token file");
   if (!data) return data.error();
   return check_token(*data, "file " + o.token_file);
 }

@@ -5,10 +5,12 @@
 #include <string_view>
 #include <vector>
 
+#include "common/text.hpp"
+
 namespace nymph::slurm {
 
-// The part of `s` without leading/trailing whitespace (space, tab, CR, LF).
-std::string_view trim(std::string_view s);
+// The part of `s` without leading/trailing whitespace (space, tab, CR, LF): the ground floor's trim.
+using nymph::trim;
 
 // The parts of `s` between the separators: "a,,b" gives {"a", "", "b"}, "" gives {""}.
 std::vector<std::string_view> split(std::string_view s, char sep);

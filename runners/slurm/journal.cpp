@@ -1,5 +1,7 @@
 #include "runners/slurm/journal.hpp"
 
+#include "common/text.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -17,7 +19,7 @@ namespace {
 
 namespace json = boost::json;
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() { return errno_message(errno); }
 
 std::string submit_line(const JournalEntry& e) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(e.submitted_at.time_since_epoch()).count();

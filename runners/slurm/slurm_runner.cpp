@@ -7,6 +7,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "common/coroutine_warning.hpp"
+#include "common/spawn.hpp"
 #include "runners/profile.hpp"
 #include "runners/slurm/job_files.hpp"
 #include "runners/slurm/script.hpp"
@@ -393,14 +394,7 @@ void SlurmRunner::request_cycle() {
 void SlurmRunner::ensure_poll_loop() {
   if (poll_running_) return;
   poll_running_ = true;
-  asio::co_spawn(executor_, poll_loop(), [log = log_](std::exception_ptr e) {
-    if (!e) return;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      log->critical("slurm poll loop failed: {}", ex.what());
-    }
-  });
+  asio::co_spawn(executor_, poll_loop(), log_failure(log_, "slurm poll loop"));
 }
 
 std::chrono::milliseconds SlurmRunner::jittered_interval() {
