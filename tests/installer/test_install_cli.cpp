@@ -164,7 +164,8 @@ TEST_F(InstallCli, BadOptionsFailClearlyAndLeaveNothing) {
   };
   std::vector<Case> cases{
       {{"install", "--token-file", token_file_.native()}, "--server"},
-      {{"install", "--server", server_, "--token-file", (root_ / "missing").native()}, "cannot read the token file"},
+      {{"install", "--server", server_, "--token-file", (root_ / "missing").native()},
+       "token file " + (root_ / "missing").native() + ": No such file"},
       {{"install", "--server", server_}, "--token-stdin"},
       {with({"--token-stdin"}), "--token-stdin"},
       {with({"--slurm", "--slurm-partition", "debug\n#SBATCH --uid=0"}), "--slurm-partition"},

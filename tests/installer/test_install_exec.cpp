@@ -325,3 +325,18 @@ TEST_F(InstallExec, TrainingProfileScriptIsCheckedAsNymphRunChecksIt) {
   EXPECT_NE(out->plan.config_toml.find("smoke = '" + script.native() + "'"), std::string::npos)
       << out->plan.config_toml;
 }
+
+TEST_F(InstallExec, TokenFileThatIsAFifoOrHugeIsRefusedAtOnce) {
+  auto fifo = root_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  opts_.token_file = fifo.native();  // used to block forever in open()
+  auto r = run_install(opts_, ctx_, ids_);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("not a regular file"), std::string::npos) << r.error().message;
+  std::ofstream(root_ / "huge") << std::string(128 * 1024, 'x');
+  opts_.token_file = (root_ / "huge").native();
+  r = run_install(opts_, ctx_, ids_);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("larger than"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(fs::exists(root_ / "state"));
+}
