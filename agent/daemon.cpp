@@ -124,7 +124,7 @@ struct Daemon::Impl {
   }
 
   void apply(LifecycleActions actions) {
-    if (actions.kill_process_jobs) stop_attempts_that_stop_with_the_agent();
+    if (actions.stop_agent_bound_jobs) stop_attempts_that_stop_with_the_agent();
     if (actions.exit_now && !exiting) {
       exiting = true;
       log->info("exiting: {} ({})", to_string(*lifecycle.exit_reason()), lifecycle.message());
@@ -404,7 +404,7 @@ struct Daemon::Impl {
   void apply_tick() {
     auto actions = lifecycle.on_tick(active_runs_where([](const Attempt& a) { return a.stops_with_agent(); }),
                                      active_runs(), Clock::now());
-    if (actions.kill_process_jobs || actions.exit_now) apply(actions);
+    if (actions.stop_agent_bound_jobs || actions.exit_now) apply(actions);
   }
 
   // Leaves running every running attempt whose runner's jobs survive the agent: a manager stop never cancels

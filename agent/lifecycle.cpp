@@ -46,7 +46,7 @@ LifecycleActions Lifecycle::begin_drain(ExitReason reason, std::string message, 
   if (phase_ == Phase::exited) return {};
   if (phase_ == Phase::draining) {
     // A second stop request: stop at once.
-    return {.kill_process_jobs = true, .exit_now = false};
+    return {.stop_agent_bound_jobs = true, .exit_now = false};
   }
   reason_ = reason;
   message_ = std::move(message);
@@ -68,7 +68,7 @@ LifecycleActions Lifecycle::on_signal(Signal s, Clock::time_point now) {
   if (phase_ == Phase::draining) {
     kill_sent_ = true;
     drain_deadline_ = now;
-    return {.kill_process_jobs = true};
+    return {.stop_agent_bound_jobs = true};
   }
   switch (s) {
     case Signal::usr1: return begin_drain(ExitReason::walltime, "the allocation's walltime is near (SIGUSR1)", now);
@@ -96,10 +96,10 @@ LifecycleActions Lifecycle::on_fatal(std::string message) {
   reason_ = ExitReason::error;
   message_ = std::move(message);
   phase_ = Phase::exited;
-  return {.kill_process_jobs = true, .exit_now = true};
+  return {.stop_agent_bound_jobs = true, .exit_now = true};
 }
 
-LifecycleActions Lifecycle::on_tick(int process_jobs, int all_jobs, Clock::time_point now) {
+LifecycleActions Lifecycle::on_tick(int agent_bound_jobs, int all_jobs, Clock::time_point now) {
   if (phase_ == Phase::serving) {
     if (all_jobs > 0) {
       was_idle_ = false;
@@ -118,14 +118,14 @@ LifecycleActions Lifecycle::on_tick(int process_jobs, int all_jobs, Clock::time_
     return {};
   }
   if (phase_ == Phase::draining) {
-    int remaining = exit_when_idle_ ? all_jobs : process_jobs;
+    int remaining = exit_when_idle_ ? all_jobs : agent_bound_jobs;
     if (remaining == 0) {
       phase_ = Phase::exited;
       return {.exit_now = true};
     }
     if (drain_deadline_ && now >= *drain_deadline_ && !kill_sent_) {
       kill_sent_ = true;
-      return {.kill_process_jobs = true};
+      return {.stop_agent_bound_jobs = true};
     }
   }
   return {};

@@ -37,8 +37,8 @@ struct LifecycleConfig {
 
 // What the driver must do now (several may be true at once).
 struct LifecycleActions {
-  bool kill_process_jobs = false;  // stop every job that stops with the agent (Runner::lifetime(): process jobs)
-  bool exit_now = false;           // report exitReason and exit
+  bool stop_agent_bound_jobs = false;  // stop every job that stops with the agent (Runner::lifetime(): process jobs)
+  bool exit_now = false;               // report exitReason and exit
 };
 
 class Lifecycle {
@@ -60,9 +60,9 @@ class Lifecycle {
   // A fatal error (401/403, unusable config discovered late): stop now with exitReason error.
   LifecycleActions on_fatal(std::string message);
   // The number of attempts this agent holds changed (or a timer fired): re-evaluates idle exit, drain
-  // deadline and walltime. `process_jobs` counts jobs that stop with the agent (Runner::lifetime(): process
+  // deadline and walltime. `agent_bound_jobs` counts jobs that stop with the agent (Runner::lifetime(): process
   // jobs); `all_jobs` also those that survive it (Slurm jobs).
-  LifecycleActions on_tick(int process_jobs, int all_jobs, Clock::time_point now);
+  LifecycleActions on_tick(int agent_bound_jobs, int all_jobs, Clock::time_point now);
   // The earliest time on_tick must be called again even if nothing else happens (idle exit, drain deadline,
   // walltime lead), or nullopt.
   std::optional<Clock::time_point> next_deadline() const;

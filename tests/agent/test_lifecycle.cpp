@@ -32,7 +32,7 @@ TEST(Lifecycle, SigtermDrainsThenExitsWhenProcessJobsAreDone) {
   auto l = serving({.drain_grace = 10s});
   auto a = l.on_signal(Signal::term, t0);
   EXPECT_FALSE(a.exit_now);
-  EXPECT_FALSE(a.kill_process_jobs);
+  EXPECT_FALSE(a.stop_agent_bound_jobs);
   EXPECT_EQ(l.phase(), Phase::draining);
   EXPECT_FALSE(l.accepting_jobs());
   EXPECT_EQ(l.exit_reason(), ExitReason::sigterm);
@@ -48,9 +48,9 @@ TEST(Lifecycle, DrainGraceExpiryKillsProcessJobsOnce) {
   l.on_signal(Signal::interrupt, t0);
   EXPECT_EQ(l.exit_reason(), ExitReason::sigint);
   EXPECT_EQ(l.next_deadline(), t0 + 10s);
-  EXPECT_FALSE(l.on_tick(2, 2, t0 + 9s).kill_process_jobs);
-  EXPECT_TRUE(l.on_tick(2, 2, t0 + 10s).kill_process_jobs);
-  EXPECT_FALSE(l.on_tick(1, 1, t0 + 11s).kill_process_jobs);
+  EXPECT_FALSE(l.on_tick(2, 2, t0 + 9s).stop_agent_bound_jobs);
+  EXPECT_TRUE(l.on_tick(2, 2, t0 + 10s).stop_agent_bound_jobs);
+  EXPECT_FALSE(l.on_tick(1, 1, t0 + 11s).stop_agent_bound_jobs);
   EXPECT_FALSE(l.next_deadline().has_value());
   EXPECT_TRUE(l.on_tick(0, 0, t0 + 12s).exit_now);
 }
@@ -59,7 +59,7 @@ TEST(Lifecycle, SecondSignalStopsAtOnce) {
   auto l = serving({.drain_grace = 60s});
   l.on_signal(Signal::term, t0);
   auto a = l.on_signal(Signal::term, t0 + 1s);
-  EXPECT_TRUE(a.kill_process_jobs);
+  EXPECT_TRUE(a.stop_agent_bound_jobs);
   EXPECT_EQ(l.exit_reason(), ExitReason::sigterm);
 }
 
@@ -81,7 +81,7 @@ TEST(Lifecycle, DrainDirectiveWaitsForEveryJobWithoutKilling) {
   l.on_directive(Directive::drain, t0);
   EXPECT_FALSE(l.accepting_jobs());
   auto a = l.on_tick(0, 1, t0 + 1h);  // a Slurm job still running: keep tracking it, kill nothing
-  EXPECT_FALSE(a.kill_process_jobs);
+  EXPECT_FALSE(a.stop_agent_bound_jobs);
   EXPECT_FALSE(a.exit_now);
   EXPECT_TRUE(l.on_tick(0, 0, t0 + 2h).exit_now);
 }
