@@ -16,6 +16,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/coroutine_warning.hpp"
 #include "platform/child_process.hpp"
 #include "platform/read_group.hpp"
 
@@ -323,6 +324,7 @@ Result<fs::path> ProcessRunner::make_work_dir(const JobSpec& spec) {
   return dir;
 }
 
+NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 asio::awaitable<JobUpdate> ProcessRunner::run(JobSpec spec, JobReporter& reporter) {
   auto exec = co_await asio::this_coro::executor;
   const std::string who = "job " + spec.job_id + " attempt " + std::to_string(spec.attempt);
@@ -373,6 +375,7 @@ asio::awaitable<JobUpdate> ProcessRunner::run(JobSpec spec, JobReporter& reporte
   log_->info("{}: {} ({})", who, to_string(final.state), final.message);
   co_return final;
 }
+NYMPH_GCC_PR109224_END
 
 void ProcessRunner::stop(const std::string& job_id, StopReason why) {
   auto it = attempts_.find(job_id);
