@@ -17,21 +17,4 @@ std::string errno_message(int err) {
   return ::strerror_r(err, buf, sizeof buf);
 }
 
-std::string one_line(std::string_view s, std::size_t max_bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < s.size() && i < max_bytes; ++i) {
-    auto u = static_cast<unsigned char>(s[i]);
-    if (u < 0x20 || u >= 0x7f) {
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    } else {
-      out += s[i];
-    }
-  }
-  if (s.size() > max_bytes) out += "... (" + std::to_string(s.size()) + " bytes)";
-  return out;
-}
-
 }  // namespace nymph

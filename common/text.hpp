@@ -1,5 +1,5 @@
 #pragma once
-// Small text helpers every component uses: trimming, errno messages, and showing untrusted text on one line.
+// Small text helpers every component uses: trimming and errno messages.
 #include <string>
 #include <string_view>
 
@@ -10,9 +10,5 @@ std::string_view trim(std::string_view s);
 
 // The C library's message for an errno value ("No such file or directory"); thread-safe.
 std::string errno_message(int err);
-
-// `s` made safe for one line of a log or an error message: control characters and bytes >= 0x7f become
-// \xNN, and at most `max_bytes` of the input are shown (then "..." and the full length).
-std::string one_line(std::string_view s, std::size_t max_bytes = 256);
 
 }  // namespace nymph

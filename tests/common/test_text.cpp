@@ -1,4 +1,4 @@
-// common/text: trimming, errno messages, and untrusted text shown on one line.
+// common/text: trimming and errno messages.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -12,8 +12,3 @@ TEST(Text, TrimRemovesOnlySurroundingWhitespace) {
 }
 
 TEST(Text, ErrnoMessageNamesTheError) { EXPECT_EQ(nymph::errno_message(ENOENT), "No such file or directory"); }
-
-TEST(Text, OneLineEscapesControlBytesAndCapsTheLength) {
-  EXPECT_EQ(nymph::one_line("a\nb\x7f\xff"), "a\\x0ab\\x7f\\xff");
-  EXPECT_EQ(nymph::one_line(std::string(10, 'x'), 4), "xxxx... (10 bytes)");
-}

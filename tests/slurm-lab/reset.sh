@@ -27,24 +27,26 @@ export PATH=$PATH:/usr/sbin:/sbin
 
 say() { echo "[reset] $*"; }
 
+# gone_within TENTHS PID... : true once none of the pids exists, checking every 0.1 s for TENTHS tenths.
+gone_within() {
+  local tenths=$1 pid i alive
+  shift
+  for ((i = 0; i < tenths; i++)); do
+    alive=0
+    for pid in "$@"; do [[ -e /proc/$pid ]] && alive=1; done
+    ((alive)) || return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # kill_and_wait PID... : SIGTERM, up to 10 s, then SIGKILL; waits until each is gone.
 kill_and_wait() {
-  local pid i alive
   (($# > 0)) || return 0
   kill -TERM "$@" 2>/dev/null || true
-  for ((i = 0; i < 100; i++)); do
-    alive=0
-    for pid in "$@"; do [[ -e /proc/$pid ]] && alive=1; done
-    ((alive)) || return 0
-    sleep 0.1
-  done
+  gone_within 100 "$@" && return 0
   kill -KILL "$@" 2>/dev/null || true
-  for ((i = 0; i < 50; i++)); do
-    alive=0
-    for pid in "$@"; do [[ -e /proc/$pid ]] && alive=1; done
-    ((alive)) || return 0
-    sleep 0.1
-  done
+  gone_within 50 "$@" || true
 }
 
 # 1. Lab daemons: pid files first (stop.sh), then strays that name the lab directory.

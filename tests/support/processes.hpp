@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.hpp"
+
 namespace nymph::test {
 
 // The lines of `text`.
@@ -97,27 +99,6 @@ inline boost::asio::awaitable<bool> poll_until(std::function<bool()> done,
   }
   co_return true;
 }
-
-// A fresh temporary directory, removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "nymph-test-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
 
 // Registers (once) an atexit handler that creates `marker` when it runs in any process other than this
 // one: a forked child that failed to exec and called exit() instead of _exit() would create it.

@@ -15,7 +15,7 @@ namespace nymph::test {
 class TempDir {
  public:
   // Creates `<tmp>/<prefix>-XXXXXX` (mode 0700). Throws std::runtime_error when it cannot.
-  explicit TempDir(const std::string& prefix) {
+  explicit TempDir(const std::string& prefix = "nymph-test") {
     std::string templ = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
     if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed for " + templ);
     path_ = templ;
@@ -28,6 +28,7 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
 
   const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
 
  private:
   std::filesystem::path path_;
