@@ -1,5 +1,7 @@
 #include "agent/control_plane.hpp"
 
+#include <utility>
+
 #include "http/client.hpp"
 
 namespace nymph::agent {
@@ -34,10 +36,14 @@ class HttpControlPlane final : public ControlPlane {
   HttpControlPlane(http::Client client, HttpControlPlaneConfig config)
       : client_(std::move(client)), config_(std::move(config)) {}
 
+  // Registration uses the agent token; the worker credential in the reply (kept in memory only) then
+  // authenticates every call of that worker, until the next registration replaces it.
   asio::awaitable<CallResult<protocol::RegisterResponse>> register_worker(protocol::RegisterRequest r) override {
-    co_return co_await call<protocol::RegisterResponse>(http::Method::post, protocol::workers_path(),
-                                                        protocol::to_json_text(r), config_.request_timeout,
-                                                        "register");
+    auto reply = co_await call<protocol::RegisterResponse>(http::Method::post, protocol::workers_path(),
+                                                           protocol::to_json_text(r), config_.request_timeout,
+                                                           "register", config_.token);
+    if (reply) worker_token_ = std::exchange(reply->worker_token, {});
+    co_return reply;
   }
 
   asio::awaitable<CallResult<protocol::PollResponse>> poll(std::string worker_id, protocol::PollRequest r,
@@ -45,18 +51,20 @@ class HttpControlPlane final : public ControlPlane {
     // The reply may take the whole hold; allow some slack for the network on top.
     co_return co_await call<protocol::PollResponse>(http::Method::post, protocol::poll_path(worker_id),
                                                     protocol::to_json_text(r), hold + std::chrono::seconds(15),
-                                                    "poll");
+                                                    "poll", worker_credential());
   }
 
   asio::awaitable<CallResult<protocol::EventResponse>> send_event(std::string job_id, protocol::EventRequest e) override {
     co_return co_await call<protocol::EventResponse>(http::Method::post, protocol::events_path(job_id),
-                                                     protocol::to_json_text(e), config_.request_timeout, "event");
+                                                     protocol::to_json_text(e), config_.request_timeout, "event",
+                                                     worker_credential());
   }
 
   asio::awaitable<CallResult<std::uint64_t>> put_log(std::string job_id, protocol::LogStream stream, std::uint64_t offset,
                                                      std::string lease_id, std::string bytes) override {
     auto r = co_await send(http::Method::put, protocol::log_put_target(job_id, stream, offset, lease_id),
-                           std::move(bytes), config_.request_timeout, "application/octet-stream");
+                           std::move(bytes), config_.request_timeout, "application/octet-stream",
+                           worker_credential());
     if (!r) co_return CallError{CallFailure::transient, "log upload: " + r.error().message};
     if (!r->ok()) co_return classify(r->status, r->body, "log upload");
     auto body = protocol::parse_as<protocol::LogAppendResponse>(r->body);
@@ -66,28 +74,34 @@ class HttpControlPlane final : public ControlPlane {
 
   asio::awaitable<CallResult<void>> report_exit(std::string worker_id, protocol::ExitRequest x) override {
     auto r = co_await send(http::Method::post, protocol::exit_path(worker_id), protocol::to_json_text(x),
-                           config_.request_timeout, "application/json");
+                           config_.request_timeout, "application/json", worker_credential());
     if (!r) co_return CallError{CallFailure::transient, "exit report: " + r.error().message};
     if (!r->ok()) co_return classify(r->status, r->body, "exit report");
     co_return CallResult<void>{};
   }
 
  private:
+  // The credential of the worker's own calls: its worker credential, or the agent token when the server
+  // issued none.
+  const std::string& worker_credential() const { return worker_token_.empty() ? config_.token : worker_token_; }
+
   asio::awaitable<Result<http::Response>> send(http::Method m, std::string target, std::string body,
-                                               std::chrono::milliseconds timeout, std::string content_type) {
+                                               std::chrono::milliseconds timeout, std::string content_type,
+                                               const std::string& credential) {
     http::Request req{.method = m,
                       .target = std::move(target),
                       .body = std::move(body),
                       .content_type = std::move(content_type),
-                      .bearer_token = config_.token,
+                      .bearer_token = credential,
                       .timeout = timeout};
     co_return co_await client_.request(std::move(req));
   }
 
   template <class T>
   asio::awaitable<CallResult<T>> call(http::Method m, std::string target, std::string body,
-                                      std::chrono::milliseconds timeout, std::string_view what) {
-    auto r = co_await send(m, std::move(target), std::move(body), timeout, "application/json");
+                                      std::chrono::milliseconds timeout, std::string_view what,
+                                      const std::string& credential) {
+    auto r = co_await send(m, std::move(target), std::move(body), timeout, "application/json", credential);
     if (!r) co_return CallError{CallFailure::transient, std::string(what) + ": " + r.error().message};
     if (!r->ok()) co_return classify(r->status, r->body, what);
     auto parsed = protocol::parse_as<T>(r->body);
@@ -97,6 +111,7 @@ class HttpControlPlane final : public ControlPlane {
 
   http::Client client_;
   HttpControlPlaneConfig config_;
+  std::string worker_token_;  // never logged
 };
 
 }  // namespace

@@ -45,7 +45,8 @@ using CallResult = boost::system::result<T, CallError>;
 class ControlPlane {
  public:
   virtual ~ControlPlane() = default;
-  // POST /v1/workers.
+  // POST /v1/workers with the agent token. The worker credential of the reply (workerToken) authenticates
+  // the worker's other calls from then on; it is kept in memory only, never logged.
   virtual boost::asio::awaitable<CallResult<protocol::RegisterResponse>> register_worker(protocol::RegisterRequest r) = 0;
   // POST /v1/workers/{id}/poll, held by the server for up to `hold`. Cancellable (terminal cancellation).
   virtual boost::asio::awaitable<CallResult<protocol::PollResponse>> poll(std::string worker_id, protocol::PollRequest r,

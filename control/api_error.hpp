@@ -36,6 +36,7 @@ inline ApiError unknown_worker(const std::string& id) {
 inline ApiError unknown_job(const std::string& id) { return {404, "unknownJob", "no job '" + id + "'", {}}; }
 inline ApiError lease_lost(std::string m) { return {409, "leaseLost", std::move(m), {}}; }
 inline ApiError conflict(std::string code, std::string m) { return {409, std::move(code), std::move(m), {}}; }
+inline ApiError forbidden(std::string m) { return {403, "forbidden", std::move(m), {}}; }
 inline ApiError unavailable(std::string m) { return {503, "unavailable", std::move(m), {}}; }
 
 }  // namespace nymph::control

@@ -202,9 +202,23 @@ struct HttpServer::Impl {
         co_await send(stream, std::move(bad), false);
         co_return;
       }
+      // Route, credential and path are checked before a byte of the body is read: a request that fails them
+      // costs the server its header only.
       auto& head = parser.get();
-      std::string method(head.method_string()), target(head.target());
-      std::size_t limit = service.body_limit(method, target);
+      HttpRequest head_only{std::string(head.method_string()), std::string(head.target()),
+                            std::string(head[bhttp::field::authorization]), {}};
+      auto admitted = co_await service.admit(std::move(head_only));
+      if (!admitted) {
+        bool body_pending = parser.chunked() || parser.content_length().value_or(0) > 0;
+        if (body_pending) {  // the unread body makes the connection unusable for another request
+          co_await reject(stream, std::move(admitted.error()));
+          co_return;
+        }
+        bool again = parser.keep_alive() && !stopped;
+        if (!co_await send(stream, std::move(admitted.error()), again) || !again) co_return;
+        continue;
+      }
+      std::size_t limit = admitted->body_limit;
       if (parser.content_length() && *parser.content_length() > limit) {
         HttpReply rejection = error_reply(413, "bodyTooLarge", "request body exceeds " + std::to_string(limit) + " bytes");
         co_await reject(stream, std::move(rejection));
@@ -231,16 +245,15 @@ struct HttpServer::Impl {
       }
       if (bec) co_return;
       bool keep_alive = parser.get().keep_alive();
-      HttpRequest req{std::move(method), std::move(target), std::string(parser.get()[bhttp::field::authorization]),
-                      std::move(parser.get().body())};
+      admitted->request.body = std::move(parser.get().body());
       beast::get_lowest_layer(stream).expires_never();
       HttpReply reply;
-      if (Service::may_hold(req)) {
-        auto r = co_await (service.handle(std::move(req)) || watch_peer_close(sock));
+      if (admitted->may_hold) {
+        auto r = co_await (service.handle(std::move(*admitted)) || watch_peer_close(sock));
         if (r.index() == 1) co_return;  // the peer went away; the held request was cancelled
         reply = std::get<0>(std::move(r));
       } else {
-        reply = co_await service.handle(std::move(req));
+        reply = co_await service.handle(std::move(*admitted));
       }
       if (!co_await send(stream, std::move(reply), keep_alive && !stopped)) co_return;
       if (!keep_alive) co_return;

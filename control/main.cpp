@@ -56,16 +56,26 @@ int main(int argc, char** argv) {
   serve->add_option("--stale-after", stale_after, "No contact for this long: worker stale")->check(duration)->default_val("60s");
   serve->add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->default_val("info");
 
-  // token create
-  std::string token_db, token_role, token_name;
-  auto* token = app.add_subcommand("token", "Create API tokens (token create --role agent|admin)");
+  AdminOptions admin;
+  auto repeatable = [](CLI::Option* o) { o->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll); };
+
+  // token create, list, revoke
+  TokenOptions new_token;
+  std::string token_selector;
+  auto* token = app.add_subcommand("token", "API tokens: create (in the database), list and revoke (through the server)");
   token->require_subcommand(1);
   auto* token_create = token->add_subcommand("create", "Create a token in the database; prints it once");
-  token_create->add_option("--db", token_db, "SQLite database file")->required();
-  token_create->add_option("--role", token_role, "agent or admin")->required()->check(CLI::IsMember({"agent", "admin"}));
-  token_create->add_option("--name", token_name, "A name to remember it by");
+  token_create->add_option("--db", new_token.db_path, "SQLite database file")->required();
+  token_create->add_option("--role", new_token.role, "agent or admin")->required()->check(CLI::IsMember({"agent", "admin"}));
+  token_create->add_option("--name", new_token.name, "A name to list and revoke it by");
+  repeatable(token_create->add_option("--tag", new_token.tags, "Agent tokens: workers must carry tag k=v (repeatable)"));
+  repeatable(token_create->add_option("--runner", new_token.runners, "Agent tokens: the only runners its workers may advertise (repeatable)"));
+  auto* token_list = token->add_subcommand("list", "List tokens (never their secrets)");
+  add_admin_options(token_list, admin);
+  auto* token_revoke = token->add_subcommand("revoke", "Revoke tokens by name or id; their workers end at once");
+  add_admin_options(token_revoke, admin);
+  token_revoke->add_option("NAME_OR_ID", token_selector, "Token name (every token of that name) or id")->required();
 
-  AdminOptions admin;
   // submit
   SubmitOptions sub;
   auto* submit = app.add_subcommand("submit", "Submit a job (argv after --, or --command)");
@@ -76,7 +86,6 @@ int main(int argc, char** argv) {
   // CLI11 reads a `--` right after a repeatable option as the end of that option's values, not of all options:
   // without positionals_at_end, `--slurm-option k=v -- prog -c ...` would then parse `-c` as an option of ours.
   submit->positionals_at_end();
-  auto repeatable = [](CLI::Option* o) { o->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll); };
   repeatable(submit->add_option("--env", sub.env, "Environment variable K=V (repeatable)"));
   submit->add_option("--timeout", sub.timeout, "Job time limit (e.g. 10m)")->check(duration);
   repeatable(submit->add_option("--require-tag", sub.require_tags, "Only workers with tag k=v (repeatable)"));
@@ -136,7 +145,9 @@ int main(int argc, char** argv) {
       run_server(server, log, [](const std::string& url) { std::cout << "listening on " << url << std::endl; });
       return 0;
     }
-    if (*token_create) return cmd_token_create(token_db, token_role, token_name);
+    if (*token_create) return cmd_token_create(new_token);
+    if (*token_list) return cmd_token_list(admin);
+    if (*token_revoke) return cmd_token_revoke(admin, token_selector);
     if (*submit) return cmd_submit(admin, sub);
     if (*jobs) return cmd_jobs(admin, jobs_state, jobs_limit);
     if (*job) return cmd_job(admin, id);

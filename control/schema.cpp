@@ -42,6 +42,17 @@ CREATE TABLE log_sizes(
   job_id TEXT NOT NULL, attempt INTEGER NOT NULL, stream TEXT NOT NULL, size INTEGER NOT NULL,
   PRIMARY KEY(job_id, attempt, stream));
 )sql",
+    // 2: token scopes, revocation and last use; each worker bound to the agent token that registered it and
+    // holding a credential of its own (docs/protocol.md section 2).
+    R"sql(
+ALTER TABLE tokens ADD COLUMN scope TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE tokens ADD COLUMN revoked_at TEXT;
+ALTER TABLE tokens ADD COLUMN last_used_at TEXT;
+ALTER TABLE workers ADD COLUMN token_hash TEXT;
+ALTER TABLE workers ADD COLUMN credential_hash TEXT;
+CREATE UNIQUE INDEX workers_by_credential ON workers(credential_hash);
+CREATE INDEX workers_by_token ON workers(token_hash);
+)sql",
 };
 
 static_assert(std::size(kMigrations) == kSchemaVersion);

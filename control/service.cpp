@@ -4,6 +4,7 @@
 #include <boost/asio/this_coro.hpp>
 
 #include "common/duration.hpp"
+#include "common/text.hpp"
 #include "control/service_detail.hpp"
 #include "control/storage_error.hpp"
 
@@ -65,27 +66,6 @@ void Service::stop() {
   clock_timer_.cancel();
 }
 
-bool Service::may_hold(const HttpRequest& req) {
-  auto path = std::string_view(req.target).substr(0, req.target.find('?'));
-  auto m = protocol::match_route(req.method, path);
-  if (m.outcome != protocol::RouteMatch::Outcome::found) return false;
-  switch (m.route->hold) {
-    case protocol::Hold::never: return false;
-    case protocol::Hold::always: return true;
-    case protocol::Hold::with_wait_param: {
-      auto t = parse_target(req.target);
-      return t && t->params.contains("waitS");
-    }
-  }
-  return false;
-}
-
-std::size_t Service::body_limit(std::string_view method, std::string_view target) const {
-  auto m = protocol::match_route(method, target.substr(0, target.find('?')));
-  bool log_bytes = m.outcome == protocol::RouteMatch::Outcome::found && m.route->body == protocol::BodyKind::log_bytes;
-  return log_bytes ? config_.limits.max_log_chunk : config_.limits.max_json_body;
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // Clocks
 
@@ -134,68 +114,169 @@ void Service::wake_all_job_waiters() {
 // ---------------------------------------------------------------------------------------------------------
 // Entry point and routing
 
-asio::awaitable<HttpReply> Service::handle(HttpRequest req) {
+namespace {
+
+// How long the last use of a token is kept in memory before it is written (tokens' last_used_at).
+constexpr auto kTokenUseResolution = std::chrono::minutes(1);
+
+bool may_hold(const protocol::Route& route, const Target& target) {
+  switch (route.hold) {
+    case protocol::Hold::never: return false;
+    case protocol::Hold::always: return true;
+    case protocol::Hold::with_wait_param: return target.params.contains("waitS");
+  }
+  return false;
+}
+
+std::string_view kind_name(protocol::Caller c) {
+  switch (c) {
+    case protocol::Caller::anyone: return "anyone";
+    case protocol::Caller::agent: return "an agent token";
+    case protocol::Caller::worker: return "the worker credential issued at registration (workerToken)";
+    case protocol::Caller::admin: return "an admin token";
+  }
+  return "?";
+}
+
+bool is_kind(const Principal& who, protocol::Caller c) {
+  switch (c) {
+    case protocol::Caller::anyone: return true;
+    case protocol::Caller::agent: return who.kind == Principal::Kind::agent;
+    case protocol::Caller::worker: return who.kind == Principal::Kind::worker;
+    case protocol::Caller::admin: return who.kind == Principal::Kind::admin;
+  }
+  return false;
+}
+
+}  // namespace
+
+asio::awaitable<boost::system::result<AdmittedRequest, HttpReply>> Service::admit(HttpRequest head) {
   try {
-    co_return co_await dispatch(req);
+    co_return co_await check_head(head);
   } catch (const boost::system::system_error& e) {
     if (e.code() == asio::error::operation_aborted) throw;  // cancelled: the client went away
-    co_return reply_for_exception(*log_, req);
+    co_return reply_for_exception(*log_, head);
   } catch (...) {
-    co_return reply_for_exception(*log_, req);
+    co_return reply_for_exception(*log_, head);
   }
 }
 
-asio::awaitable<std::optional<Role>> Service::authenticate(const std::string& authorization) {
-  constexpr std::string_view kBearer = "Bearer ";
-  if (authorization.size() <= kBearer.size() || !authorization.starts_with(kBearer)) co_return std::nullopt;
-  std::string token = authorization.substr(kBearer.size());
-  if (auto it = token_cache_.find(token); it != token_cache_.end()) co_return it->second;
-  auto op = [token](Store& s) { return s.find_token(token); };
-  auto role = co_await db_.run(std::move(op));
-  if (role) token_cache_.emplace(token, *role);
-  co_return role;
+asio::awaitable<HttpReply> Service::handle(AdmittedRequest req) {
+  try {
+    co_return co_await call(req);
+  } catch (const boost::system::system_error& e) {
+    if (e.code() == asio::error::operation_aborted) throw;
+    co_return reply_for_exception(*log_, req.request);
+  } catch (...) {
+    co_return reply_for_exception(*log_, req.request);
+  }
 }
 
-asio::awaitable<HttpReply> Service::dispatch(HttpRequest& req) {
-  using protocol::Caller;
+asio::awaitable<HttpReply> Service::handle(HttpRequest req) {
+  std::string body = std::move(req.body);
+  auto admitted = co_await admit(std::move(req));
+  if (!admitted) co_return std::move(admitted.error());
+  if (body.size() > admitted->body_limit)
+    co_return error_reply(413, "bodyTooLarge", "request body exceeds " + std::to_string(admitted->body_limit) + " bytes");
+  admitted->request.body = std::move(body);
+  co_return co_await handle(std::move(*admitted));
+}
+
+asio::awaitable<std::optional<Principal>> Service::authenticate(const std::string& authorization) {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.size() <= kBearer.size() || !authorization.starts_with(kBearer)) co_return std::nullopt;
+  std::string secret = authorization.substr(kBearer.size());
+  std::string hash = token_hash(secret);
+  if (auto it = credentials_.find(hash); it != credentials_.end()) co_return it->second;
+  auto op = [secret](Store& s) -> std::optional<Principal> {
+    if (auto t = s.find_token(secret))
+      return Principal{t->role == Role::admin ? Principal::Kind::admin : Principal::Kind::agent, std::move(*t), {}};
+    if (auto w = s.find_worker_credential(secret))
+      return Principal{Principal::Kind::worker, std::move(w->token), std::move(w->worker_id)};
+    return std::nullopt;
+  };
+  auto found = co_await db_.run(std::move(op));
+  if (!found) co_return std::nullopt;  // unknown secrets are not cached: the cache holds only real credentials
+  credentials_.emplace(hash, *found);
+  if (found->kind == Principal::Kind::worker) worker_credential_[found->worker_id] = hash;
+  co_return found;
+}
+
+asio::awaitable<void> Service::note_use(const TokenRecord& token) {
+  auto now = Steady::now();
+  auto [it, first] = token_used_.try_emplace(token.hash, now);
+  if (!first && now - it->second < kTokenUseResolution) co_return;
+  it->second = now;
+  auto op = [hash = token.hash](Store& s) { return s.touch_token(hash, wall_now()); };
+  co_await db_.run(std::move(op));
+}
+
+void Service::forget_worker_credential(const std::string& worker_id) {
+  auto it = worker_credential_.find(worker_id);
+  if (it == worker_credential_.end()) return;
+  credentials_.erase(it->second);
+  worker_credential_.erase(it);
+}
+
+void Service::forget_token(const std::string& hash) {
+  std::erase_if(credentials_, [&](const auto& kv) { return kv.second.token.hash == hash; });
+  std::erase_if(worker_credential_, [&](const auto& kv) { return !credentials_.contains(kv.second); });
+}
+
+asio::awaitable<boost::system::result<AdmittedRequest, HttpReply>> Service::check_head(HttpRequest& head) {
   using protocol::RouteMatch;
-  auto t = parse_target(req.target);
+  auto t = parse_target(head.target);
   if (!t) co_return error_reply(400, "badRequest", "invalid request target");
-  auto m = protocol::match_route(req.method, t->segments);
+  auto m = protocol::match_route(head.method, t->segments);
   if (m.outcome == RouteMatch::Outcome::not_found)
-    co_return error_reply(404, "notFound", "no such endpoint: " + req.target);
-  std::optional<Role> role;
+    co_return error_reply(404, "notFound", "no such endpoint: " + printable_excerpt(head.target, 256));
+  Principal who;
   if (m.needs_token) {
-    role = co_await authenticate(req.authorization);
-    if (!role) co_return error_reply(401, "unauthorized", "missing or unknown bearer token");
+    auto found = co_await authenticate(head.authorization);
+    if (!found) co_return error_reply(401, "unauthorized", "missing or unknown bearer token");
+    if (found->token.revoked) co_return error_reply(401, "revoked", "this credential was revoked");
+    who = std::move(*found);
+    co_await note_use(who.token);
   }
   if (m.outcome == RouteMatch::Outcome::method_not_allowed)
     co_return error_reply(405, "methodNotAllowed", "use " + m.allowed);
-  const Caller caller = m.route->caller;
-  if (caller != Caller::anyone && (caller == Caller::admin) != (*role == Role::admin))
-    co_return error_reply(403, "forbidden", std::string("this endpoint needs a token with role ") +
-                                                (caller == Caller::admin ? "admin" : "agent"));
+  if (auto bad = check_caller(*m.route, m.params, who)) co_return *bad;
   if (auto bad = check_path_params(m.params)) co_return *bad;
-  co_return co_await call(m.route->endpoint, m.params, req);
+  bool log_bytes = m.route->body == protocol::BodyKind::log_bytes;
+  AdmittedRequest a{std::move(head), m.route->endpoint, std::move(m.params), std::move(who),
+                    log_bytes ? config_.limits.max_log_chunk : config_.limits.max_json_body, may_hold(*m.route, *t)};
+  co_return a;
+}
+
+std::optional<HttpReply> Service::check_caller(const protocol::Route& route, const protocol::PathParams& params,
+                                               const Principal& who) {
+  if (!is_kind(who, route.caller))
+    return error_reply(403, "forbidden", "this endpoint needs " + std::string(kind_name(route.caller)));
+  if (route.caller == protocol::Caller::worker && !params.worker.empty() && params.worker != who.worker_id)
+    return error_reply(403, "forbidden", "this credential acts for another worker");
+  return std::nullopt;
 }
 
 std::optional<HttpReply> Service::check_path_params(const protocol::PathParams& p) {
   if (!p.worker.empty() && !protocol::is_valid_id(p.worker))
-    return error_reply(404, "unknownWorker", "malformed id '" + p.worker.substr(0, 128) + "'");
+    return error_reply(404, "unknownWorker", "malformed id '" + printable_excerpt(p.worker, 128) + "'");
   if (!p.job.empty() && !protocol::is_valid_id(p.job))
-    return error_reply(404, "unknownJob", "malformed id '" + p.job.substr(0, 128) + "'");
+    return error_reply(404, "unknownJob", "malformed id '" + printable_excerpt(p.job, 128) + "'");
   if (!p.stream.empty() && !protocol::parse_log_stream(p.stream))
-    return error_reply(400, "badRequest", "unknown log stream '" + p.stream.substr(0, 128) + "' (stdout or stderr)");
+    return error_reply(400, "badRequest",
+                       "unknown log stream '" + printable_excerpt(p.stream, 128) + "' (stdout or stderr)");
   return std::nullopt;
 }
 
-asio::awaitable<HttpReply> Service::call(protocol::Endpoint e, const protocol::PathParams& p, HttpRequest& req) {
+asio::awaitable<HttpReply> Service::call(AdmittedRequest& a) {
   using protocol::Endpoint;
-  switch (e) {
+  const auto& p = a.params;
+  HttpRequest& req = a.request;
+  switch (a.endpoint) {
     case Endpoint::healthz: co_return HttpReply{200, "application/json", R"({"status":"ok"})", {}};
     case Endpoint::metrics: co_return co_await metrics();
     case Endpoint::list_workers: co_return co_await list_workers();
-    case Endpoint::register_worker: co_return co_await register_worker(req);
+    case Endpoint::register_worker: co_return co_await register_worker(a.principal, req);
     case Endpoint::poll: co_return co_await poll(p.worker, req);
     case Endpoint::worker_exit: co_return co_await worker_exit(p.worker, req);
     case Endpoint::kill_worker: co_return co_await directive(p.worker, Directive::kill);
@@ -203,23 +284,28 @@ asio::awaitable<HttpReply> Service::call(protocol::Endpoint e, const protocol::P
     case Endpoint::list_jobs: co_return co_await list_jobs(req);
     case Endpoint::submit_job: co_return co_await submit(req);
     case Endpoint::get_job: co_return co_await get_job(p.job, req);
-    case Endpoint::job_events: co_return co_await event(p.job, req);
+    case Endpoint::job_events: co_return co_await event(p.job, a.principal.worker_id, req);
     case Endpoint::cancel_job: co_return co_await cancel_job(p.job);
     case Endpoint::get_log: co_return co_await get_log(p.job, p.stream, req);
-    case Endpoint::put_log: co_return co_await put_log(p.job, p.stream, req);
+    case Endpoint::put_log: co_return co_await put_log(p.job, p.stream, a.principal.worker_id, req);
+    case Endpoint::list_tokens: co_return co_await list_tokens();
+    case Endpoint::revoke_token: co_return co_await revoke_token(req);
   }
-  co_return error_reply(404, "notFound", "no such endpoint: " + req.target);
+  co_return error_reply(404, "notFound", "no such endpoint");
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // Worker endpoints
 
-asio::awaitable<HttpReply> Service::register_worker(const HttpRequest& req) {
+asio::awaitable<HttpReply> Service::register_worker(const Principal& by, const HttpRequest& req) {
   auto body = decode<protocol::RegisterRequest>(req.body, config_.limits);
   if (!body) co_return body.error();
-  auto op = [b = *body](Store& s) { return s.register_worker(b, wall_now()); };
+  if (auto why = scope_violation(by.token.scope, body->tags, body->runners))
+    co_return error_reply(403, "outOfScope", *why);
+  auto op = [b = *body, token = by.token](Store& s) { return s.register_worker(b, token, wall_now()); };
   auto r = co_await db_.run(std::move(op));
   if (!r) co_return reply_for(r.error());
+  forget_worker_credential(r->reply.worker_id);  // a new registration replaces the worker's credential
   auto now = Steady::now();
   liveness_.worker_seen(r->reply.worker_id, now);
   for (const auto& l : r->renewed_leases) liveness_.lease_renewed(l, now);
@@ -227,8 +313,9 @@ asio::awaitable<HttpReply> Service::register_worker(const HttpRequest& req) {
   r->reply.poll_timeout_s = std::chrono::duration<double>(config_.poll_timeout).count();
   r->reply.lease_ttl_s = std::chrono::duration<double>(config_.lease_ttl).count();
   r->reply.stale_after_s = std::chrono::duration<double>(config_.stale_after).count();
-  log_->info("worker {} {} (launch {}, host {}, runners {})", r->reply.worker_id,
-             r->created ? "registered" : "re-registered", body->launch_id, body->hostname, body->runners.size());
+  log_->info("worker {} {} (launch {}, host {}, runners {}, token {})", r->reply.worker_id,
+             r->created ? "registered" : "re-registered", body->launch_id, printable_excerpt(body->hostname, 256),
+             body->runners.size(), printable_excerpt(by.token.name, 64));
   co_return json_reply(r->created ? 201 : 200, r->reply);
 }
 
@@ -326,7 +413,8 @@ asio::awaitable<HttpReply> Service::worker_exit(std::string worker_id, const Htt
   liveness_.worker_forget(worker_id);
   cancels_sent_.erase(worker_id);
   hub_.wake_worker(worker_id);
-  log_->info("worker {} exited: {} {}", worker_id, protocol::to_string(body->exit_reason), body->message);
+  log_->info("worker {} exited: {} {}", worker_id, protocol::to_string(body->exit_reason),
+             printable_excerpt(body->message, 1024));
   co_return HttpReply{200, "application/json", "{}", {}};
 }
 
@@ -346,3 +434,4 @@ asio::awaitable<HttpReply> Service::list_workers() {
 }
 
 }  // namespace nymph::control
+

@@ -17,6 +17,7 @@
 #include "control/db_worker.hpp"
 #include "control/policy.hpp"
 #include "control/poll_hub.hpp"
+#include "control/store.hpp"
 
 namespace nymph::control {
 
@@ -34,6 +35,25 @@ struct HttpRequest {
   std::string target;         // origin form: path and query
   std::string authorization;  // the Authorization header value, or empty
   std::string body;
+};
+
+// Who sent a request, from its bearer credential (docs/protocol.md section 2).
+struct Principal {
+  enum class Kind { anonymous, admin, agent, worker };
+  Kind kind = Kind::anonymous;
+  TokenRecord token;      // admin, agent: the token; worker: the agent token the worker registered with
+  std::string worker_id;  // worker: the one worker this credential acts for
+};
+
+// A request whose head passed every check that needs no body: its route, path parameters and caller.
+struct AdmittedRequest {
+  HttpRequest request;          // the body is empty until the HTTP layer has read it
+  protocol::Endpoint endpoint = protocol::Endpoint::healthz;
+  protocol::PathParams params;
+  Principal principal;
+  std::size_t body_limit = 0;   // the largest body this endpoint accepts
+  bool may_hold = false;        // a poll or a waiting GET: the HTTP layer watches the peer meanwhile and
+                                // cancels the handler when it closes the connection
 };
 
 // A reply to send.
@@ -59,19 +79,21 @@ class Service {
   // The lease-expiry and stale-detection loop. Runs until stop(); spawn it once.
   boost::asio::awaitable<void> run_clocks();
 
-  // Handles one request and returns the reply. Request problems are 4xx replies; a storage outage (a
-  // StorageError, control/storage_error.hpp) is 503 `unavailable`, which clients retry; any other exception
-  // is a bug: 500 `internal`, which clients must not retry as an outage. Both are logged at error level with
-  // the method, target and exception text (the reply carries no exception text). Only cancellation (the
-  // client went away) propagates.
+  // First step of a request, before its body is read: matches the route (404, 405), authenticates the
+  // bearer credential (401 `unauthorized`, or `revoked`), checks that it may call the endpoint (403) and
+  // the path's ids (404/400). Returns the admitted request, or the reply to send without reading the body.
+  // `head` carries no body. Errors as for handle().
+  boost::asio::awaitable<boost::system::result<AdmittedRequest, HttpReply>> admit(HttpRequest head);
+
+  // Second step: runs the admitted request's handler with its body and returns the reply. Request problems
+  // are 4xx replies; a storage outage (a StorageError, control/storage_error.hpp) is 503 `unavailable`,
+  // which clients retry; any other exception is a bug: 500 `internal`, which clients must not retry as an
+  // outage. Both are logged at error level with the method, target and exception text (the reply carries no
+  // exception text). Only cancellation (the client went away) propagates.
+  boost::asio::awaitable<HttpReply> handle(AdmittedRequest req);
+
+  // Both steps, for a caller that holds the whole request.
   boost::asio::awaitable<HttpReply> handle(HttpRequest req);
-
-  // True when `req` may be held open (a poll): the HTTP layer watches the connection meanwhile and cancels
-  // the handler when the peer closes it.
-  static bool may_hold(const HttpRequest& req);
-
-  // Largest body accepted for `method` + `target` (log uploads get a larger limit).
-  std::size_t body_limit(std::string_view method, std::string_view target) const;
 
   // Answers every held poll (empty) and ends run_clocks. Idempotent.
   void stop();
@@ -80,14 +102,23 @@ class Service {
   const ServiceConfig& config() const { return config_; }
 
  private:
-  // Routes by protocol::match_route: 404 for an unknown path, then the token (401), the method (405), the
-  // token's role (403), the path's ids and stream (404/400), then the endpoint's handler.
-  boost::asio::awaitable<HttpReply> dispatch(HttpRequest& req);
+  // admit() without the exception handling: the checks in the order the protocol states them.
+  boost::asio::awaitable<boost::system::result<AdmittedRequest, HttpReply>> check_head(HttpRequest& head);
   static std::optional<HttpReply> check_path_params(const protocol::PathParams& p);
-  boost::asio::awaitable<HttpReply> call(protocol::Endpoint e, const protocol::PathParams& p, HttpRequest& req);
-  boost::asio::awaitable<std::optional<Role>> authenticate(const std::string& authorization);
+  // 403 when `who` may not call `route` for the worker in `params`.
+  static std::optional<HttpReply> check_caller(const protocol::Route& route, const protocol::PathParams& params,
+                                               const Principal& who);
+  boost::asio::awaitable<HttpReply> call(AdmittedRequest& req);
+  // The caller named by an Authorization header: an API token or a worker credential, from the cache or the
+  // database. nullopt when the header is missing, malformed or names no credential.
+  boost::asio::awaitable<std::optional<Principal>> authenticate(const std::string& authorization);
+  // Records the use of `token` at most once a minute (tokens' last_used_at).
+  boost::asio::awaitable<void> note_use(const TokenRecord& token);
+  // Forgets the cached credentials of `worker_id` (replaced at re-registration) or of revoked tokens.
+  void forget_worker_credential(const std::string& worker_id);
+  void forget_token(const std::string& hash);
 
-  boost::asio::awaitable<HttpReply> register_worker(const HttpRequest& req);
+  boost::asio::awaitable<HttpReply> register_worker(const Principal& by, const HttpRequest& req);
   boost::asio::awaitable<HttpReply> poll(std::string worker_id, const HttpRequest& req);
   boost::asio::awaitable<HttpReply> worker_exit(std::string worker_id, const HttpRequest& req);
   boost::asio::awaitable<HttpReply> directive(std::string worker_id, protocol::Directive d);
@@ -96,8 +127,11 @@ class Service {
   boost::asio::awaitable<HttpReply> list_jobs(const HttpRequest& req);
   boost::asio::awaitable<HttpReply> get_job(std::string job_id, const HttpRequest& req);
   boost::asio::awaitable<HttpReply> cancel_job(std::string job_id);
-  boost::asio::awaitable<HttpReply> event(std::string job_id, const HttpRequest& req);
-  boost::asio::awaitable<HttpReply> put_log(std::string job_id, std::string stream, const HttpRequest& req);
+  boost::asio::awaitable<HttpReply> event(std::string job_id, std::string worker_id, const HttpRequest& req);
+  boost::asio::awaitable<HttpReply> put_log(std::string job_id, std::string stream, std::string worker_id,
+                                            const HttpRequest& req);
+  boost::asio::awaitable<HttpReply> list_tokens();
+  boost::asio::awaitable<HttpReply> revoke_token(const HttpRequest& req);
   boost::asio::awaitable<HttpReply> get_log(std::string job_id, std::string stream, const HttpRequest& req);
   boost::asio::awaitable<HttpReply> metrics();
 
@@ -119,7 +153,10 @@ class Service {
   Liveness liveness_;
   boost::asio::steady_timer clock_timer_;
   bool stopping_ = false;
-  std::unordered_map<std::string, Role> token_cache_;
+  // Credentials seen, by the hash of their secret (never the secret): API tokens and worker credentials.
+  std::unordered_map<std::string, Principal> credentials_;
+  std::unordered_map<std::string, std::string> worker_credential_;  // worker id -> hash of its credential
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> token_used_;  // token hash -> last use recorded
   std::unordered_multimap<std::string, boost::asio::steady_timer*> job_waiters_;  // job id -> parked GET
   // Cancels already delivered per worker (lease -> reason): repeated in replies but no reason to answer early.
   std::unordered_map<std::string, std::unordered_map<std::string, protocol::CancelReason>> cancels_sent_;

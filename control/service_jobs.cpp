@@ -4,6 +4,7 @@
 #include <boost/asio/this_coro.hpp>
 
 #include "common/duration.hpp"
+#include "common/text.hpp"
 #include "control/service.hpp"
 #include "control/service_detail.hpp"
 
@@ -13,6 +14,31 @@ namespace asio = boost::asio;
 namespace json = boost::json;
 using Steady = std::chrono::steady_clock;
 using namespace detail;
+
+// ---------------------------------------------------------------------------------------------------------
+// Tokens
+
+asio::awaitable<HttpReply> Service::list_tokens() {
+  auto op = [](Store& s) { return s.list_tokens(); };
+  co_return json_reply(200, co_await db_.run(std::move(op)));
+}
+
+asio::awaitable<HttpReply> Service::revoke_token(const HttpRequest& req) {
+  auto body = decode<protocol::RevokeRequest>(req.body, config_.limits);
+  if (!body) co_return body.error();
+  auto op = [b = *body](Store& s) { return s.revoke_tokens(b.token, wall_now()); };
+  auto r = co_await db_.run(std::move(op));
+  if (!r) co_return reply_for(r.error());
+  for (const auto& hash : r->token_hashes) forget_token(hash);
+  for (const auto& w : r->reply.workers) {
+    liveness_.worker_forget(w);
+    cancels_sent_.erase(w);
+    hub_.wake_worker(w);
+  }
+  log_->warn("revoked {} token(s) named or with id '{}'; {} worker(s) ended", r->reply.revoked.size(),
+             printable_excerpt(body->token, 128), r->reply.workers.size());
+  co_return json_reply(200, r->reply);
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Job endpoints
@@ -80,10 +106,10 @@ asio::awaitable<HttpReply> Service::cancel_job(std::string job_id) {
   co_return json_reply(200, r->job);
 }
 
-asio::awaitable<HttpReply> Service::event(std::string job_id, const HttpRequest& req) {
+asio::awaitable<HttpReply> Service::event(std::string job_id, std::string worker_id, const HttpRequest& req) {
   auto body = decode<protocol::EventRequest>(req.body, config_.limits);
   if (!body) co_return body.error();
-  auto op = [job_id, b = *body](Store& s) { return s.apply_event(job_id, b, wall_now()); };
+  auto op = [job_id, worker_id, b = *body](Store& s) { return s.apply_event(job_id, b, worker_id, wall_now()); };
   auto r = co_await db_.run(std::move(op));
   if (!r) co_return reply_for(r.error());
   if (r->attempt_ended) {
@@ -96,7 +122,8 @@ asio::awaitable<HttpReply> Service::event(std::string job_id, const HttpRequest&
   co_return json_reply(200, r->reply);
 }
 
-asio::awaitable<HttpReply> Service::put_log(std::string job_id, std::string stream, const HttpRequest& req) {
+asio::awaitable<HttpReply> Service::put_log(std::string job_id, std::string stream, std::string worker_id,
+                                            const HttpRequest& req) {
   auto t = parse_target(req.target);
   auto off = t->params.find("offset");
   auto lease = t->params.find("lease");
@@ -105,8 +132,8 @@ asio::awaitable<HttpReply> Service::put_log(std::string job_id, std::string stre
   if (!offset) co_return error_reply(400, "badRequest", "query parameter 'offset' must be a non-negative integer");
   if (lease == t->params.end() || !protocol::is_valid_id(lease->second))
     co_return error_reply(400, "badRequest", "query parameter 'lease' must be a lease id");
-  auto op = [job_id, stream, l = lease->second, o = *offset, bytes = req.body](Store& s) {
-    return s.append_log(job_id, stream, l, o, bytes);
+  auto op = [job_id, stream, worker_id, l = lease->second, o = *offset, bytes = req.body](Store& s) {
+    return s.append_log(job_id, stream, l, worker_id, o, bytes);
   };
   auto r = co_await db_.run(std::move(op));
   if (!r) co_return reply_for(r.error());

@@ -1,5 +1,5 @@
-// The Store: opening, tokens, workers (registration, polls and dispatch), restart state and metrics. The job
-// half is in store_jobs.cpp.
+// The Store: opening, workers (registration, polls and dispatch), restart state and metrics. The job
+// half is in store_jobs.cpp, tokens in store_tokens.cpp.
 #include "control/store.hpp"
 
 #include <algorithm>
@@ -33,24 +33,6 @@ std::string Store::new_id(std::string_view prefix) {
 void Store::exec(const char* sql) { db_.exec(sql); }
 
 // ---------------------------------------------------------------------------------------------------------
-// Tokens
-
-std::string Store::create_token(Role role, const std::string& name, WallTime now) {
-  std::string token = new_token();
-  db_.query("INSERT INTO tokens(hash, role, name, created_at) VALUES(?,?,?,?)")
-      .bind(token_hash(token), to_string(role), name, protocol::format_time(now))
-      .run();
-  return token;
-}
-
-std::optional<Role> Store::find_token(const std::string& token) {
-  auto q = db_.query("SELECT role FROM tokens WHERE hash=?");
-  q.bind(token_hash(token));
-  if (!q.step()) return std::nullopt;
-  return parse_role(q.text(0));
-}
-
-// ---------------------------------------------------------------------------------------------------------
 // Workers
 
 std::optional<protocol::WorkerInfo> Store::worker(const std::string& id) {
@@ -67,34 +49,40 @@ std::optional<protocol::WorkerInfo> Store::worker(const std::string& id) {
   return w;
 }
 
-ApiResult<RegisterOutcome> Store::register_worker(const protocol::RegisterRequest& req, WallTime now) {
+ApiResult<RegisterOutcome> Store::register_worker(const protocol::RegisterRequest& req, const TokenRecord& by,
+                                                  WallTime now) {
   RegisterOutcome out;
   std::string when = protocol::format_time(now);
   std::optional<std::string> slurm;
   if (req.slurm) slurm = to_text(*req.slurm);
-  auto find = db_.query("SELECT id, status FROM workers WHERE launch_id=?");
+  out.reply.worker_token = new_token("nyw_");
+  auto find = db_.query("SELECT id, status, token_hash FROM workers WHERE launch_id=?");
   find.bind(req.launch_id);
   if (find.step()) {
+    auto bound_to = find.opt_text(2);
+    if (bound_to && *bound_to != by.hash)
+      return forbidden("launch '" + req.launch_id + "' was registered with another token");
     out.reply.worker_id = find.text(0);
     bool was_gone = find.text(1) == "gone";
     db_.query(
         "UPDATE workers SET label=?, hostname=?, pid=?, version=?, protocol=?, backend=?, runners=?, tags=?, "
         "capacity=?, profiles=?, slurm=?, status='active', exit_reason=NULL, exit_message='', "
-        "directive=CASE WHEN ? THEN NULL ELSE directive END, last_seen=? WHERE id=?")
+        "directive=CASE WHEN ? THEN NULL ELSE directive END, last_seen=?, token_hash=?, credential_hash=? "
+        "WHERE id=?")
         .bind(req.label, req.hostname, req.pid, req.version, req.protocol, req.backend, to_text(req.runners),
-              to_text(req.tags), to_text(req.capacity), to_text(req.profiles), slurm, was_gone, when,
-              out.reply.worker_id)
+              to_text(req.tags), to_text(req.capacity), to_text(req.profiles), slurm, was_gone, when, by.hash,
+              token_hash(out.reply.worker_token), out.reply.worker_id)
         .run();
   } else {
     out.created = true;
     out.reply.worker_id = new_id("wrk_");
     db_.query(
         "INSERT INTO workers(id, launch_id, label, hostname, pid, version, protocol, backend, runners, tags, "
-        "capacity, profiles, slurm, status, registered_at, last_seen) "
-        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,'active',?,?)")
+        "capacity, profiles, slurm, status, registered_at, last_seen, token_hash, credential_hash) "
+        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,'active',?,?,?,?)")
         .bind(out.reply.worker_id, req.launch_id, req.label, req.hostname, req.pid, req.version, req.protocol,
               req.backend, to_text(req.runners), to_text(req.tags), to_text(req.capacity), to_text(req.profiles),
-              slurm, when, when)
+              slurm, when, when, by.hash, token_hash(out.reply.worker_token))
         .run();
   }
   out.caps = WorkerCaps{req.runners, req.tags, req.profiles};

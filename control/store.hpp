@@ -26,6 +26,27 @@ namespace nymph::control {
 
 using WallTime = std::chrono::system_clock::time_point;
 
+// An API token as the server knows it (never its secret).
+struct TokenRecord {
+  std::string hash;   // token_hash() of the secret
+  std::string name;
+  Role role = Role::agent;
+  TokenScope scope;
+  bool revoked = false;
+};
+
+// A worker credential: the worker it acts for and the agent token that worker registered with.
+struct WorkerCredential {
+  std::string worker_id;
+  TokenRecord token;
+};
+
+// The tokens a revocation ended and the workers that were registered with them (now gone).
+struct RevokeOutcome {
+  protocol::RevokeResponse reply;
+  std::vector<std::string> token_hashes;
+};
+
 struct RegisterOutcome {
   protocol::RegisterResponse reply;          // worker_id and cancel filled; durations by the caller
   bool created = false;                      // first registration of this launchId
@@ -102,14 +123,29 @@ class Store {
   // sql::Connection::exec.
   void exec(const char* sql);
 
-  // Creates a token of `role` named `name`; returns the token text (only its hash is stored).
-  std::string create_token(Role role, const std::string& name, WallTime now);
-  // The role of `token`, or nullopt when unknown.
-  std::optional<Role> find_token(const std::string& token);
+  // Creates a token of `role` named `name` (agent tokens limited to `scope`); returns the token text (only
+  // its hash is stored). Names need not be unique: revoking a name revokes every token of that name.
+  std::string create_token(Role role, const std::string& name, WallTime now, const TokenScope& scope = {});
+  // The API token whose secret is `token` (revoked ones included), or nullopt when unknown.
+  std::optional<TokenRecord> find_token(const std::string& token);
+  // The worker credential whose secret is `token`, with its agent token, or nullopt when unknown (or
+  // replaced by a newer registration of its worker).
+  std::optional<WorkerCredential> find_worker_credential(const std::string& token);
+  // Records that the token with hash `hash` was used at `now`. False when there is no such token.
+  bool touch_token(const std::string& hash, WallTime now);
+  // Every token, oldest first, without secrets.
+  protocol::TokenList list_tokens();
+  // Revokes every token named `selector`, or the one whose id (first 12 hex digits of its hash) it is, and
+  // ends the workers registered with them (gone, exitReason error, the message says revoked). unknownToken
+  // (404) when no token has that name or id; revoking a revoked token changes nothing.
+  ApiResult<RevokeOutcome> revoke_tokens(const std::string& selector, WallTime now);
 
-  // Registers a worker, or re-registers the one with the same launchId (keeping its id, clearing a gone
-  // worker's directive); reconciles the attempts it lists as running.
-  ApiResult<RegisterOutcome> register_worker(const protocol::RegisterRequest& req, WallTime now);
+  // Registers a worker under the agent token `by`, or re-registers the one with the same launchId (keeping
+  // its id, clearing a gone worker's directive); issues the worker a new credential (reply.worker_token,
+  // replacing the previous one) and reconciles the attempts it lists as running. forbidden (403) when the
+  // launchId was registered with another token.
+  ApiResult<RegisterOutcome> register_worker(const protocol::RegisterRequest& req, const TokenRecord& by,
+                                             WallTime now);
   // Records contact, reconciles `running`, and assigns queued jobs unless draining or a directive is set.
   // unknownWorker (404) for an unknown or gone worker.
   ApiResult<PollOutcome> poll(const std::string& worker_id, const protocol::PollRequest& req, WallTime now);
@@ -134,12 +170,15 @@ class Store {
   // Records an event of the attempt holding `ev.lease_id` and moves the attempt and job on. A repeated
   // (lease, seq) is acknowledged as a duplicate. unknownJob (404); leaseLost (409) when the lease is not
   // the job's live attempt; attemptFinished (409) after the attempt's final event.
-  ApiResult<EventOutcome> apply_event(const std::string& job_id, const protocol::EventRequest& ev, WallTime now);
+  // Only the worker holding the lease may report it: forbidden (403) for `worker_id` of another worker.
+  ApiResult<EventOutcome> apply_event(const std::string& job_id, const protocol::EventRequest& ev,
+                                      const std::string& worker_id, WallTime now);
   // Appends `bytes`, which start at `offset`, to `stream` of the attempt holding `lease_id`; bytes already
   // stored are skipped. Returns the committed size. unknownJob (404); leaseLost (409); logGap (409, with
   // expected_offset) when `offset` is past the end.
+  // forbidden (403) when the lease is not `worker_id`'s.
   ApiResult<std::uint64_t> append_log(const std::string& job_id, std::string_view stream, const std::string& lease_id,
-                                      std::uint64_t offset, std::string_view bytes);
+                                      const std::string& worker_id, std::uint64_t offset, std::string_view bytes);
   // Up to `max_bytes` of `stream` of `attempt` (default: the job's current one) from `offset`, with the
   // committed size and whether the job is final. unknownJob (404).
   ApiResult<LogChunk> read_log(const std::string& job_id, std::string_view stream, std::uint64_t offset,
@@ -160,8 +199,10 @@ class Store {
   std::string new_id(std::string_view prefix);
 
   std::optional<rows::AttemptRow> attempt_of(const std::string& lease_id);
-  // The attempt holding `lease_id` if it is one of `job_id`: unknownJob or leaseLost otherwise.
-  ApiResult<rows::AttemptRow> attempt_of_job(const std::string& job_id, const std::string& lease_id);
+  // The attempt holding `lease_id` if it is one of `job_id` and on `worker_id`: unknownJob, leaseLost or
+  // forbidden otherwise.
+  ApiResult<rows::AttemptRow> attempt_of_job(const std::string& job_id, const std::string& lease_id,
+                                             const std::string& worker_id);
   void reconcile(const std::string& worker_id, const std::vector<protocol::AttemptRef>& running,
                  std::vector<protocol::CancelOrder>& cancel, std::vector<std::string>& renewed);
   std::vector<protocol::JobAssignment> dispatch(const std::string& worker_id, const WorkerCaps& caps,

@@ -125,8 +125,9 @@ std::optional<JobNeeds> Store::lose_attempt(const AttemptRow& a, const std::stri
   return std::nullopt;
 }
 
-ApiResult<EventOutcome> Store::apply_event(const std::string& job_id, const protocol::EventRequest& ev, WallTime now) {
-  auto a = attempt_of_job(job_id, ev.lease_id);
+ApiResult<EventOutcome> Store::apply_event(const std::string& job_id, const protocol::EventRequest& ev,
+                                           const std::string& worker_id, WallTime now) {
+  auto a = attempt_of_job(job_id, ev.lease_id, worker_id);
   if (!a) return a.error();
   EventOutcome out;
   {
@@ -194,8 +195,9 @@ LeaseExpiry Store::expire_lease(const std::string& lease_id, const std::string& 
 // Logs
 
 ApiResult<std::uint64_t> Store::append_log(const std::string& job_id, std::string_view stream,
-                                           const std::string& lease_id, std::uint64_t offset, std::string_view bytes) {
-  auto a = attempt_of_job(job_id, lease_id);
+                                           const std::string& lease_id, const std::string& worker_id,
+                                           std::uint64_t offset, std::string_view bytes) {
+  auto a = attempt_of_job(job_id, lease_id, worker_id);
   if (!a) return a.error();
   if (!a->current()) return no_longer_live(*a);
   std::uint64_t size = log_size(job_id, a->attempt, stream);
@@ -271,12 +273,14 @@ std::string Store::read_log_chunks(const std::string& job_id, int attempt, std::
   }
   return out;
 }
-ApiResult<AttemptRow> Store::attempt_of_job(const std::string& job_id, const std::string& lease_id) {
+ApiResult<AttemptRow> Store::attempt_of_job(const std::string& job_id, const std::string& lease_id,
+                                           const std::string& worker_id) {
   auto exists = db_.query("SELECT 1 FROM jobs WHERE id=?");
   exists.bind(job_id);
   if (!exists.step()) return unknown_job(job_id);
   auto a = attempt_of(lease_id);
   if (!a || a->job_id != job_id) return lease_lost("lease '" + lease_id + "' is not an attempt of job '" + job_id + "'");
+  if (a->worker_id != worker_id) return forbidden("lease '" + lease_id + "' belongs to another worker");
   return std::move(*a);
 }
 

@@ -121,6 +121,7 @@ struct Wire<RegisterResponse> {
   using S = RegisterResponse;
   static constexpr auto fields = std::tuple{
       req("workerId", &S::worker_id),
+      opt("workerToken", &S::worker_token, Emit::unless_empty),
       opt("pollTimeoutS", &S::poll_timeout_s),
       opt("leaseTtlS", &S::lease_ttl_s),
       opt("staleAfterS", &S::stale_after_s),
@@ -289,6 +290,38 @@ struct Wire<WorkerList> {
   using S = WorkerList;
   static constexpr auto fields = std::tuple{
       req("workers", &S::workers)};
+};
+template <>
+struct Wire<TokenInfo> {
+  using S = TokenInfo;
+  static constexpr auto fields = std::tuple{
+      req("id", &S::id),
+      opt("name", &S::name),
+      req("role", &S::role),
+      opt("scopeTags", &S::scope_tags),
+      opt("scopeRunners", &S::scope_runners),
+      opt("createdAt", &S::created_at),
+      opt("lastUsedAt", &S::last_used_at, Emit::null_when_absent),
+      opt("revokedAt", &S::revoked_at, Emit::null_when_absent)};
+};
+template <>
+struct Wire<TokenList> {
+  using S = TokenList;
+  static constexpr auto fields = std::tuple{
+      req("tokens", &S::tokens)};
+};
+template <>
+struct Wire<RevokeRequest> {
+  using S = RevokeRequest;
+  static constexpr auto fields = std::tuple{
+      req("token", &S::token)};
+};
+template <>
+struct Wire<RevokeResponse> {
+  using S = RevokeResponse;
+  static constexpr auto fields = std::tuple{
+      req("revoked", &S::revoked),
+      opt("workers", &S::workers)};
 };
 
 }  // namespace nymph::protocol::fields

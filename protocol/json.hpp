@@ -68,6 +68,10 @@ NYMPH_PROTOCOL_JSON(JobInfo)
 NYMPH_PROTOCOL_JSON(JobList)
 NYMPH_PROTOCOL_JSON(WorkerInfo)
 NYMPH_PROTOCOL_JSON(WorkerList)
+NYMPH_PROTOCOL_JSON(TokenInfo)
+NYMPH_PROTOCOL_JSON(TokenList)
+NYMPH_PROTOCOL_JSON(RevokeRequest)
+NYMPH_PROTOCOL_JSON(RevokeResponse)
 #undef NYMPH_PROTOCOL_JSON
 
 // Wraps an ErrorBody as the full error document {"error":{...}} and back.

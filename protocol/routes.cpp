@@ -121,6 +121,8 @@ std::string jobs_path() { return route_path(Endpoint::list_jobs); }
 std::string job_path(std::string_view id) { return route_path(Endpoint::get_job, {.job = std::string(id)}); }
 std::string events_path(std::string_view id) { return route_path(Endpoint::job_events, {.job = std::string(id)}); }
 std::string cancel_path(std::string_view id) { return route_path(Endpoint::cancel_job, {.job = std::string(id)}); }
+std::string tokens_path() { return route_path(Endpoint::list_tokens); }
+std::string revoke_path() { return route_path(Endpoint::revoke_token); }
 
 std::string log_put_target(std::string_view job_id, LogStream stream, std::uint64_t offset,
                            std::string_view lease_id) {

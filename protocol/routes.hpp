@@ -36,10 +36,13 @@ enum class Endpoint {
   cancel_job,       // POST /v1/jobs/{job}/cancel
   get_log,          // GET  /v1/jobs/{job}/logs/{stream}
   put_log,          // PUT  /v1/jobs/{job}/logs/{stream}
+  list_tokens,      // GET  /v1/tokens
+  revoke_token,     // POST /v1/tokens/revoke
 };
 
-// Whose bearer token an endpoint needs.
-enum class Caller { anyone, agent, admin };
+// Whose bearer credential an endpoint needs (docs/protocol.md section 2): none, an agent token (registration
+// only), the worker credential issued at registration (that worker's own operations), or an admin token.
+enum class Caller { anyone, agent, worker, admin };
 
 // What the request body is.
 enum class BodyKind { none, json, log_bytes };
@@ -57,23 +60,25 @@ struct Route {
 };
 
 // The table itself, in docs/protocol.md order.
-inline constexpr std::array<Route, 15> kRoutes{{
+inline constexpr std::array<Route, 17> kRoutes{{
     {Endpoint::healthz, Method::get, "/healthz", Caller::anyone, BodyKind::none, Hold::never},
     {Endpoint::metrics, Method::get, "/metrics", Caller::anyone, BodyKind::none, Hold::never},
     {Endpoint::list_workers, Method::get, "/v1/workers", Caller::admin, BodyKind::none, Hold::never},
     {Endpoint::register_worker, Method::post, "/v1/workers", Caller::agent, BodyKind::json, Hold::never},
-    {Endpoint::poll, Method::post, "/v1/workers/{worker}/poll", Caller::agent, BodyKind::json, Hold::always},
-    {Endpoint::worker_exit, Method::post, "/v1/workers/{worker}/exit", Caller::agent, BodyKind::json, Hold::never},
+    {Endpoint::poll, Method::post, "/v1/workers/{worker}/poll", Caller::worker, BodyKind::json, Hold::always},
+    {Endpoint::worker_exit, Method::post, "/v1/workers/{worker}/exit", Caller::worker, BodyKind::json, Hold::never},
     {Endpoint::kill_worker, Method::post, "/v1/workers/{worker}/kill", Caller::admin, BodyKind::none, Hold::never},
     {Endpoint::drain_worker, Method::post, "/v1/workers/{worker}/drain", Caller::admin, BodyKind::none, Hold::never},
     {Endpoint::list_jobs, Method::get, "/v1/jobs", Caller::admin, BodyKind::none, Hold::never},
     {Endpoint::submit_job, Method::post, "/v1/jobs", Caller::admin, BodyKind::json, Hold::never},
     {Endpoint::get_job, Method::get, "/v1/jobs/{job}", Caller::admin, BodyKind::none, Hold::with_wait_param},
-    {Endpoint::job_events, Method::post, "/v1/jobs/{job}/events", Caller::agent, BodyKind::json, Hold::never},
+    {Endpoint::job_events, Method::post, "/v1/jobs/{job}/events", Caller::worker, BodyKind::json, Hold::never},
     {Endpoint::cancel_job, Method::post, "/v1/jobs/{job}/cancel", Caller::admin, BodyKind::none, Hold::never},
     {Endpoint::get_log, Method::get, "/v1/jobs/{job}/logs/{stream}", Caller::admin, BodyKind::none, Hold::never},
-    {Endpoint::put_log, Method::put, "/v1/jobs/{job}/logs/{stream}", Caller::agent, BodyKind::log_bytes,
+    {Endpoint::put_log, Method::put, "/v1/jobs/{job}/logs/{stream}", Caller::worker, BodyKind::log_bytes,
      Hold::never},
+    {Endpoint::list_tokens, Method::get, "/v1/tokens", Caller::admin, BodyKind::none, Hold::never},
+    {Endpoint::revoke_token, Method::post, "/v1/tokens/revoke", Caller::admin, BodyKind::json, Hold::never},
 }};
 
 // The route of an endpoint (every Endpoint has exactly one).
@@ -121,6 +126,8 @@ std::string jobs_path();                                               // /v1/jo
 std::string job_path(std::string_view job_id);                         // /v1/jobs/{id}
 std::string events_path(std::string_view job_id);                      // /v1/jobs/{id}/events
 std::string cancel_path(std::string_view job_id);                      // /v1/jobs/{id}/cancel
+std::string tokens_path();                                             // /v1/tokens
+std::string revoke_path();                                             // /v1/tokens/revoke
 // PUT target: /v1/jobs/{id}/logs/{stream}?offset=N&lease=L.
 std::string log_put_target(std::string_view job_id, LogStream stream, std::uint64_t offset,
                            std::string_view lease_id);

@@ -145,6 +145,9 @@ struct CancelOrder {
 // 201 reply to POST /v1/workers (200 when re-registering an existing launchId).
 struct RegisterResponse {
   std::string worker_id;
+  // The worker credential: the bearer token of this worker's own operations (poll, exit, events, logs),
+  // issued anew at each registration. Empty from a server that does not issue one (then the agent token).
+  std::string worker_token;
   double poll_timeout_s = 30;
   double lease_ttl_s = 90;
   double stale_after_s = 60;
@@ -302,6 +305,34 @@ struct WorkerInfo {
 // GET /v1/workers
 struct WorkerList {
   std::vector<WorkerInfo> workers;
+};
+
+// One API token as GET /v1/tokens shows it: never the secret.
+struct TokenInfo {
+  std::string id;                              // the first 12 hex digits of the token's SHA-256
+  std::string name;
+  std::string role;                            // "agent" or "admin"
+  std::map<std::string, std::string> scope_tags;  // agent tokens: tags every worker it registers must carry
+  std::vector<std::string> scope_runners;      // agent tokens: the only runners its workers may advertise
+  std::string created_at;
+  std::optional<std::string> last_used_at;     // to the minute
+  std::optional<std::string> revoked_at;
+};
+
+// GET /v1/tokens
+struct TokenList {
+  std::vector<TokenInfo> tokens;
+};
+
+// POST /v1/tokens/revoke
+struct RevokeRequest {
+  std::string token;  // a token's name (every token of that name) or its id
+};
+
+// The reply to POST /v1/tokens/revoke: the tokens revoked now and the workers that ended with them.
+struct RevokeResponse {
+  std::vector<TokenInfo> revoked;
+  std::vector<std::string> workers;
 };
 
 }  // namespace nymph::protocol

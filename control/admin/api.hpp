@@ -4,6 +4,9 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
 
 #include "common/error.hpp"
 #include "control/admin/target.hpp"
@@ -35,5 +38,14 @@ class Api {
   http::Client client_;
   std::string token_;
 };
+
+// Runs one command coroutine to completion on a private io_context and returns its result.
+template <class T>
+T run_sync(boost::asio::awaitable<T> aw) {
+  boost::asio::io_context ioc(1);
+  auto fut = boost::asio::co_spawn(ioc, std::move(aw), boost::asio::use_future);
+  ioc.run();
+  return fut.get();
+}
 
 }  // namespace nymph::control::admin

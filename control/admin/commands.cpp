@@ -9,17 +9,13 @@
 #include <cstdlib>
 #include <iostream>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_future.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value_from.hpp>
 
 #include "common/duration.hpp"
 #include "control/admin/api.hpp"
 #include "control/admin/output.hpp"
-#include "control/store.hpp"
 #include "protocol/protocol.hpp"
 
 namespace nymph::control::admin {
@@ -31,15 +27,6 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr auto kFollowInterval = 200ms;
-
-// Runs one coroutine to completion on a private io_context.
-template <class T>
-T run_sync(asio::awaitable<T> aw) {
-  asio::io_context ioc(1);
-  auto fut = asio::co_spawn(ioc, std::move(aw), asio::use_future);
-  ioc.run();
-  return fut.get();
-}
 
 // Splits "k=v"; an Error names the option when there is no '='.
 Result<std::pair<std::string, std::string>> key_value(const std::string& text, const char* option) {
@@ -304,21 +291,6 @@ int cmd_cancel(const AdminOptions& o, const std::string& id) { return run_sync(c
 int cmd_workers(const AdminOptions& o) { return run_sync(workers(o)); }
 int cmd_directive(const AdminOptions& o, const std::string& worker_id, const std::string& which) {
   return run_sync(directive(o, worker_id, which));
-}
-
-int cmd_token_create(const std::string& db_path, const std::string& role, const std::string& name) {
-  auto r = parse_role(role);
-  if (!r) return report("--role must be agent or admin, not '" + role + "'");
-  try {
-    auto store = Store::open(db_path);
-    store->exec("BEGIN IMMEDIATE");
-    std::string token = store->create_token(*r, name, std::chrono::system_clock::now());
-    store->exec("COMMIT");
-    std::cout << token << std::endl;
-    return 0;
-  } catch (const std::exception& e) {
-    return report(e.what());
-  }
 }
 
 }  // namespace nymph::control::admin

@@ -1,5 +1,5 @@
 #pragma once
-// The admin commands of nymph-control (submit, jobs, job, logs, cancel, workers, kill, drain, token create),
+// The admin commands of nymph-control (submit, jobs, job, logs, cancel, workers, kill, drain, token create|list|revoke),
 // called by its main(). Each returns the process exit status and prints errors to stderr. Where requests go
 // and with which token: control/admin/target.hpp.
 #include <optional>
@@ -48,7 +48,22 @@ int cmd_cancel(const AdminOptions& o, const std::string& id);
 int cmd_workers(const AdminOptions& o);
 // Sends the directive `which` ("kill" or "drain") to a worker.
 int cmd_directive(const AdminOptions& o, const std::string& worker_id, const std::string& which);
-// Creates a token directly in the database file and prints it (only it) on stdout.
-int cmd_token_create(const std::string& db_path, const std::string& role, const std::string& name);
+// What `token create` makes.
+struct TokenOptions {
+  std::string db_path;
+  std::string role;
+  std::string name;
+  std::vector<std::string> tags;     // scope: k=v every worker must carry (agent tokens)
+  std::vector<std::string> runners;  // scope: the only runners its workers may advertise (agent tokens)
+};
+
+// Creates a token directly in the database file (no server needed: the first admin token comes this way) and
+// prints it (only it) on stdout.
+int cmd_token_create(const TokenOptions& t);
+// Lists the tokens through the server: id, name, role, scope, created, last used, revoked; never a secret.
+int cmd_token_list(const AdminOptions& o);
+// Revokes every token named `selector` (or the one with that id) through the server, which refuses them from
+// the next request on and ends the workers registered with them.
+int cmd_token_revoke(const AdminOptions& o, const std::string& selector);
 
 }  // namespace nymph::control::admin

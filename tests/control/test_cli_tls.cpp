@@ -38,17 +38,19 @@ class FakeAgent {
     try {
       asio::io_context ioc;
       auto client = http::Client::create(ioc.get_executor(), cp.url()).value();
+      std::string credential = cp.agent_token();  // then the worker credential of the registration
       auto call = [&](http::Method m, std::string target, std::string body) {
-        http::Request r{m, std::move(target), std::move(body), "application/json", cp.agent_token(), 60s};
+        http::Request r{m, std::move(target), std::move(body), "application/json", credential, 60s};
         return run_coro(ioc, client.request(std::move(r)), 60s).value();
       };
       p::RegisterRequest reg;
       reg.launch_id = nymph::test::fresh_ulid();
       reg.hostname = "fake";
       reg.runners = {"process"};
-      auto w = p::parse_as<p::RegisterResponse>(call(http::Method::post, p::workers_path(), p::to_json_text(reg)).body)
-                   .value()
-                   .worker_id;
+      auto registered =
+          p::parse_as<p::RegisterResponse>(call(http::Method::post, p::workers_path(), p::to_json_text(reg)).body).value();
+      auto w = registered.worker_id;
+      credential = registered.worker_token;
       p::PollRequest poll;
       poll.free = {{"process", 1}};
       p::JobAssignment job;

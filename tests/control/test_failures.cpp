@@ -34,14 +34,16 @@ class Failures : public ::testing::Test {
     reg.hostname = "h";
     reg.runners = {"process"};
     auto registered = send(http::Method::post, p::workers_path(), agent(), p::to_json_text(reg));
-    worker_ = p::parse_as<p::RegisterResponse>(registered.body).value().worker_id;
+    auto reply = p::parse_as<p::RegisterResponse>(registered.body).value();
+    worker_ = reply.worker_id;
+    worker_token_ = reply.worker_token;
     p::JobSubmission sub;
     sub.spec.argv = std::vector<std::string>{"/bin/true"};
     auto submitted = send(http::Method::post, p::jobs_path(), admin(), p::to_json_text(sub));
     job_ = p::parse_as<p::JobInfo>(submitted.body).value().id;
     p::PollRequest poll;
     poll.free = {{"process", 1}};
-    auto r = send(http::Method::post, p::poll_path(worker_), agent(), p::to_json_text(poll));
+    auto r = send(http::Method::post, p::poll_path(worker_), worker_token_, p::to_json_text(poll));
     lease_ = p::parse_as<p::PollResponse>(r.body).value().jobs.at(0).lease_id;
   }
 
@@ -59,11 +61,11 @@ class Failures : public ::testing::Test {
     e.lease_id = lease_;
     e.seq = seq;
     e.state = p::EventState::running;
-    return send(http::Method::post, p::events_path(job_), agent(), p::to_json_text(e));
+    return send(http::Method::post, p::events_path(job_), worker_token_, p::to_json_text(e));
   }
 
   http::Response put_log(std::string bytes) {
-    return send(http::Method::put, p::log_put_target(job_, p::LogStream::out, 0, lease_), agent(), std::move(bytes),
+    return send(http::Method::put, p::log_put_target(job_, p::LogStream::out, 0, lease_), worker_token_, std::move(bytes),
                 "application/octet-stream");
   }
 
@@ -76,7 +78,7 @@ class Failures : public ::testing::Test {
   ControlServer cp_;
   asio::io_context ioc_;
   http::Client client_;
-  std::string worker_, job_, lease_;
+  std::string worker_, worker_token_, job_, lease_;
 };
 
 }  // namespace

@@ -39,6 +39,25 @@ class Api {
   http::Client& client() { return client_; }
   const std::string& agent() const { return cp_.agent_token(); }
   const std::string& admin() const { return cp_.admin_token(); }
+  // The worker credential issued to `worker` at its last registration here (the agent token for an unknown id).
+  const std::string& credential(const std::string& worker) const {
+    auto it = credentials_.workers.find(worker);
+    return it == credentials_.workers.end() ? agent() : it->second;
+  }
+  // Keeps the credential a registration reply issued.
+  void remember(const p::RegisterResponse& r) { credentials_.workers[r.worker_id] = r.worker_token; }
+  // The worker credentials and leases this client saw, to carry over to another client (after a restart).
+  struct Credentials {
+    std::map<std::string, std::string> workers;  // worker id -> its credential
+    std::map<std::string, std::string> leases;   // lease id -> the worker it was handed to
+  };
+  const Credentials& credentials() const { return credentials_; }
+  void adopt(Credentials c) { credentials_ = std::move(c); }
+  // The credential of the worker that received `lease` in a poll here.
+  const std::string& lease_credential(const std::string& lease) const {
+    auto it = credentials_.leases.find(lease);
+    return it == credentials_.leases.end() ? agent() : credential(it->second);
+  }
 
   static http::Request req(http::Method m, std::string target, std::string token, std::string body = {}) {
     http::Request r;
@@ -73,7 +92,9 @@ class Api {
     r.runners = std::move(runners);
     r.capacity = {{"process", 4}};
     auto res = call(http::Method::post, p::workers_path(), agent(), p::to_json_text(r));
-    return p::parse_as<p::RegisterResponse>(res.body).value().worker_id;
+    auto reply = p::parse_as<p::RegisterResponse>(res.body).value();
+    remember(reply);
+    return reply.worker_id;
   }
 
   std::string submit(std::vector<std::string> argv = {"/bin/true"}, int max_attempts = 2) {
@@ -92,7 +113,10 @@ class Api {
   }
 
   p::PollResponse poll(const std::string& w, int free, std::vector<p::AttemptRef> running = {}, bool draining = false) {
-    return ok<p::PollResponse>(200, http::Method::post, p::poll_path(w), agent(), poll_body(free, running, draining));
+    auto reply = ok<p::PollResponse>(200, http::Method::post, p::poll_path(w), credential(w),
+                                     poll_body(free, running, draining));
+    for (const auto& j : reply.jobs) credentials_.leases[j.lease_id] = w;
+    return reply;
   }
 
   http::Response event(const std::string& job, const std::string& lease, std::int64_t seq, p::EventState st,
@@ -103,12 +127,13 @@ class Api {
     e.state = st;
     e.exit_code = code;
     e.at = p::format_time(std::chrono::system_clock::now());
-    return call(http::Method::post, p::events_path(job), agent(), p::to_json_text(e));
+    return call(http::Method::post, p::events_path(job), lease_credential(lease), p::to_json_text(e));
   }
 
   http::Response put_log(const std::string& job, const std::string& lease, std::uint64_t offset, std::string bytes,
                          p::LogStream stream = p::LogStream::out) {
-    auto r = req(http::Method::put, p::log_put_target(job, stream, offset, lease), agent(), std::move(bytes));
+    auto r = req(http::Method::put, p::log_put_target(job, stream, offset, lease), lease_credential(lease),
+                 std::move(bytes));
     r.content_type = "application/octet-stream";
     auto res = run_coro(ioc_, client_.request(std::move(r)));
     return res.value();
@@ -151,6 +176,7 @@ class Api {
   const ControlServer& cp_;
   asio::io_context ioc_;
   http::Client client_;
+  Credentials credentials_;
 };
 
 // Runs `main` and `side` concurrently; returns what `main` returned once both finished.
@@ -215,7 +241,10 @@ TEST(ControlServer, EveryEndpointRoundTrip) {
   EXPECT_DOUBLE_EQ(r1.stale_after_s, 60);
   auto again = api.call(http::Method::post, p::workers_path(), api.agent(), p::to_json_text(reg));
   ASSERT_EQ(again.status, 200u);
-  EXPECT_EQ(p::parse_as<p::RegisterResponse>(again.body)->worker_id, r1.worker_id);
+  auto r2 = p::parse_as<p::RegisterResponse>(again.body).value();
+  EXPECT_EQ(r2.worker_id, r1.worker_id);
+  EXPECT_NE(r2.worker_token, r1.worker_token);  // each registration issues a new worker credential
+  api.remember(r2);
   std::string w = r1.worker_id;
 
   std::string j = api.submit({"/bin/echo", "hi"});
@@ -257,11 +286,11 @@ TEST(ControlServer, EveryEndpointRoundTrip) {
   EXPECT_EQ(api.poll(w, 1).directive, p::Directive::kill);
 
   p::ExitRequest ex{p::ExitReason::killed, "bye"};
-  EXPECT_EQ(api.call(http::Method::post, p::exit_path(w), api.agent(), p::to_json_text(ex)).status, 200u);
+  EXPECT_EQ(api.call(http::Method::post, p::exit_path(w), api.credential(w), p::to_json_text(ex)).status, 200u);
   auto gone = api.worker(w);
   EXPECT_EQ(gone.status, p::WorkerStatus::gone);
   EXPECT_EQ(gone.exit_reason, p::ExitReason::killed);
-  EXPECT_EQ(api.call(http::Method::post, p::poll_path(w), api.agent(), Api::poll_body(1)).status, 404u);
+  EXPECT_EQ(api.call(http::Method::post, p::poll_path(w), api.credential(w), Api::poll_body(1)).status, 404u);
   // Re-registering the same launch revives the worker and clears its directive.
   auto back = api.call(http::Method::post, p::workers_path(), api.agent(), p::to_json_text(reg));
   EXPECT_EQ(back.status, 200u);
@@ -275,7 +304,7 @@ TEST(ControlServer, HeldPollIsWokenBySubmit) {
   std::string w = api.register_worker(nymph::test::fresh_ulid());
   auto start = Clock::now();
   std::string job_id;
-  auto held = api.client().request(Api::req(http::Method::post, p::poll_path(w), api.agent(), Api::poll_body(1)));
+  auto held = api.client().request(Api::req(http::Method::post, p::poll_path(w), api.credential(w), Api::poll_body(1)));
   auto submit = api.when_held(1, [&]() -> asio::awaitable<void> {
     p::JobSubmission s;
     s.spec.argv = std::vector<std::string>{"/bin/true"};
@@ -302,7 +331,7 @@ TEST(ControlServer, JobWaitIsAnsweredByTheFinalEventOrCancel) {
   auto finish = api.when_gauge("nymph_held_job_waits", 1, [&]() -> asio::awaitable<void> {
     p::EventRequest e{.lease_id = lease, .seq = 1, .state = p::EventState::succeeded, .exit_code = 0};
     e.at = p::format_time(std::chrono::system_clock::now());
-    auto r = co_await api.client().request(Api::req(http::Method::post, p::events_path(job_id), api.agent(), p::to_json_text(e)));
+    auto r = co_await api.client().request(Api::req(http::Method::post, p::events_path(job_id), api.lease_credential(lease), p::to_json_text(e)));
     EXPECT_EQ(r.value().status, 200u);
   });
   auto reply = run_coro(api.ioc(), with_side(std::move(wait), std::move(finish)));
@@ -335,7 +364,7 @@ TEST(ControlServer, HeldPollIsWokenByCancelAndKill) {
   api.event(j, lease, 1, p::EventState::running);
   auto start = Clock::now();
   auto held = api.client().request(
-      Api::req(http::Method::post, p::poll_path(w), api.agent(), Api::poll_body(0, {{j, lease}})));
+      Api::req(http::Method::post, p::poll_path(w), api.credential(w), Api::poll_body(0, {{j, lease}})));
   auto cancel = api.when_held(1, [&]() -> asio::awaitable<void> {
     co_await api.client().request(Api::req(http::Method::post, p::cancel_path(j), api.admin(), "{}"));
   });
@@ -347,7 +376,7 @@ TEST(ControlServer, HeldPollIsWokenByCancelAndKill) {
   EXPECT_EQ(api.event(j, lease, 2, p::EventState::cancelled).status, 200u);
   EXPECT_EQ(api.job(j).state, p::JobState::cancelled);
 
-  auto held2 = api.client().request(Api::req(http::Method::post, p::poll_path(w), api.agent(), Api::poll_body(1)));
+  auto held2 = api.client().request(Api::req(http::Method::post, p::poll_path(w), api.credential(w), Api::poll_body(1)));
   auto kill = api.when_held(1, [&]() -> asio::awaitable<void> {
     co_await api.client().request(Api::req(http::Method::post, p::kill_path(w), api.admin(), "{}"));
   });
@@ -393,7 +422,7 @@ TEST(ControlServer, WorkerTurnsStaleAfterStaleAfterS) {
   EXPECT_EQ(api.worker(quiet).status, p::WorkerStatus::active);
   auto start = Clock::now();
   // A held poll counts as contact: `polling` stays active while `quiet` goes stale.
-  auto held = api.client().request(Api::req(http::Method::post, p::poll_path(polling), api.agent(), Api::poll_body(1)));
+  auto held = api.client().request(Api::req(http::Method::post, p::poll_path(polling), api.credential(polling), Api::poll_body(1)));
   int verdict = 0;
   auto check = [&]() -> asio::awaitable<void> {
     asio::steady_timer t(co_await asio::this_coro::executor);
@@ -443,10 +472,11 @@ TEST(ControlServer, LogOffsetsOverlapGapAndBinaryBytes) {
   EXPECT_EQ(out.header("Content-Type"), "application/octet-stream");
   EXPECT_EQ(api.call(http::Method::get, p::log_get_target(j, p::LogStream::out, 250), api.admin()).body, bytes.substr(250));
   EXPECT_EQ(api.call(http::Method::get, p::log_get_target(j, p::LogStream::err, 0), api.admin()).body, "err");
-  EXPECT_EQ(api.call(http::Method::put, "/v1/jobs/" + j + "/logs/stdout?offset=-1&lease=" + lease, api.agent(), "x").status, 400u);
-  EXPECT_EQ(api.call(http::Method::put, "/v1/jobs/" + j + "/logs/stdout?offset=abc&lease=" + lease, api.agent(), "x").status, 400u);
-  EXPECT_EQ(api.call(http::Method::put, "/v1/jobs/" + j + "/logs/stdout?offset=0", api.agent(), "x").status, 400u);
-  EXPECT_EQ(api.call(http::Method::put, "/v1/jobs/" + j + "/logs/stdlog?offset=0&lease=" + lease, api.agent(), "x").status, 400u);
+  EXPECT_EQ(api.call(http::Method::put, "/v1/jobs/" + j + "/logs/stdout?offset=-1&lease=" + lease, api.lease_credential(lease), "x").status, 400u);
+  EXPECT_EQ(api.call(http::Method::put, "/v1/jobs/" + j + "/logs/stdout?offset=abc&lease=" + lease, api.lease_credential(lease), "x").status, 400u);
+  EXPECT_EQ(api.call(http::Method::put, "/v1/jobs/" + j + "/logs/stdout?offset=0", api.lease_credential(lease), "x").status,
+            400u);
+  EXPECT_EQ(api.call(http::Method::put, "/v1/jobs/" + j + "/logs/stdlog?offset=0&lease=" + lease, api.lease_credential(lease), "x").status, 400u);
   EXPECT_EQ(api.call(http::Method::get, p::log_get_target(j, p::LogStream::out, 0) + "&attempt=0", api.admin()).status, 400u);
 }
 
@@ -465,6 +495,7 @@ TEST(ControlServer, BadRequestsGetClear4xxAndTheServerKeepsServing) {
     }
   };
   auto admin = api.admin(), agent = api.agent();
+  auto worker = api.credential(api.register_worker(nymph::test::fresh_ulid()));
   check(http::Method::post, p::jobs_path(), admin, "{not json", 400, "invalidJson");
   check(http::Method::post, p::jobs_path(), admin, R"({"argv":"ls"})", 400, "invalidField", "field 'argv': expected an array");
   check(http::Method::post, p::jobs_path(), admin, R"({"argv":["ls"],"maxAttempts":"2"})", 400, "invalidField", "maxAttempts");
@@ -472,9 +503,9 @@ TEST(ControlServer, BadRequestsGetClear4xxAndTheServerKeepsServing) {
   check(http::Method::post, p::jobs_path(), admin, std::string(40, '[') + std::string(40, ']'), 400, "invalidJson", "deeper");
   check(http::Method::post, p::jobs_path(), admin, "{\"argv\":[\"" + std::string(5 << 20, 'a') + "\"]}", 413, "bodyTooLarge");
   check(http::Method::post, p::workers_path(), agent, R"({"launchId":"x","hostname":"h","runners":[]})", 400, "invalidField", "runners");
-  check(http::Method::post, p::poll_path("wrk_nope"), agent, "{}", 404, "unknownWorker");
-  check(http::Method::post, p::events_path("job_nope"), agent, R"({"leaseId":"l","seq":1,"state":"running"})", 404, "unknownJob");
-  check(http::Method::post, p::events_path("job_nope"), agent, R"({"leaseId":"l","seq":0,"state":"running"})", 400, "invalidField", "seq");
+  check(http::Method::post, p::poll_path("wrk_nope"), worker, "{}", 403, "forbidden", "another worker");
+  check(http::Method::post, p::events_path("job_nope"), worker, R"({"leaseId":"l","seq":1,"state":"running"})", 404, "unknownJob");
+  check(http::Method::post, p::events_path("job_nope"), worker, R"({"leaseId":"l","seq":0,"state":"running"})", 400, "invalidField", "seq");
   check(http::Method::get, p::job_path("job_nope"), admin, "", 404, "unknownJob");
   check(http::Method::get, p::jobs_path() + "?state=bogus", admin, "", 400, "badRequest");
   check(http::Method::delete_, p::jobs_path(), admin, "", 405, "methodNotAllowed");
@@ -489,6 +520,7 @@ TEST(ControlServer, Kill9MidStreamThenRestartLosesNothingAcknowledged) {
   std::string w, launch = nymph::test::fresh_ulid();
   std::map<std::string, p::JobState> expected;
   std::string streaming, streaming_lease, cancelling, cancelling_lease, acked;
+  Api::Credentials seen;
   {
     Api api(cp);
     w = api.register_worker(launch);
@@ -520,10 +552,12 @@ TEST(ControlServer, Kill9MidStreamThenRestartLosesNothingAcknowledged) {
       acked += chunk;
     }
     expected[api.submit()] = p::JobState::queued;
+    seen = api.credentials();
   }
   cp.kill9();
   cp.restart();
   Api api(cp);
+  api.adopt(seen);  // a worker credential outlives a restart of the server
   for (const auto& [id, state] : expected) EXPECT_EQ(api.job(id).state, state) << id;
   EXPECT_EQ(api.call(http::Method::get, p::log_get_target(streaming, p::LogStream::out, 0), api.admin()).body, acked);
   // The agent carries on: its poll renews its leases (no cancel for the live one) and uploads continue.

@@ -40,7 +40,7 @@ class StoreTest : public ::testing::Test {
     r.runners = std::move(runners);
     r.tags = std::move(tags);
     r.profiles = std::move(profiles);
-    return store_->register_worker(r, now()).value().reply.worker_id;
+    return store_->register_worker(r, agent_, now()).value().reply.worker_id;
   }
 
   std::string submit(std::string runner = "process", std::map<std::string, std::string> tags = {},
@@ -77,6 +77,7 @@ class StoreTest : public ::testing::Test {
 
   std::string dir_, path_;
   std::unique_ptr<Store> store_;
+  TokenRecord agent_{token_hash("nym_test"), "test", Role::agent, {}, false};
 };
 
 }  // namespace
@@ -88,7 +89,7 @@ TEST_F(StoreTest, OpenMigratesToTheSchemaVersion) {
 TEST_F(StoreTest, TokensAreHashedAndHaveRoles) {
   std::string t = store_->create_token(Role::agent, "a", now());
   EXPECT_EQ(t.rfind("nym_", 0), 0u);
-  EXPECT_EQ(store_->find_token(t), Role::agent);
+  EXPECT_EQ(store_->find_token(t)->role, Role::agent);
   EXPECT_FALSE(store_->find_token(t + "x"));
   store_.reset();
   std::string raw;
@@ -129,23 +130,23 @@ TEST_F(StoreTest, EventsAreIdempotentAndFenced) {
   std::string j = submit();
   std::string w = worker();
   auto lease = poll(w).reply.jobs.at(0).lease_id;
-  auto r1 = store_->apply_event(j, event(lease, 1, p::EventState::running), now());
+  auto r1 = store_->apply_event(j, event(lease, 1, p::EventState::running), w, now());
   ASSERT_TRUE(r1);
   EXPECT_FALSE(r1->reply.duplicate);
-  auto dup = store_->apply_event(j, event(lease, 1, p::EventState::running), now());
+  auto dup = store_->apply_event(j, event(lease, 1, p::EventState::running), w, now());
   ASSERT_TRUE(dup);
   EXPECT_TRUE(dup->reply.duplicate);
-  auto done = store_->apply_event(j, event(lease, 2, p::EventState::failed, 3), now());
+  auto done = store_->apply_event(j, event(lease, 2, p::EventState::failed, 3), w, now());
   ASSERT_TRUE(done);
   EXPECT_EQ(done->reply.job_state, p::JobState::failed);
   EXPECT_TRUE(done->attempt_ended);
-  auto late = store_->apply_event(j, event(lease, 3, p::EventState::running), now());
+  auto late = store_->apply_event(j, event(lease, 3, p::EventState::running), w, now());
   ASSERT_FALSE(late);
   EXPECT_EQ(late.error().code, "attemptFinished");
-  auto unknown = store_->apply_event(j, event("lse_nope", 1, p::EventState::running), now());
+  auto unknown = store_->apply_event(j, event("lse_nope", 1, p::EventState::running), w, now());
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error().status, 409u);
-  EXPECT_EQ(store_->apply_event("job_nope", event(lease, 9, p::EventState::running), now()).error().status, 404u);
+  EXPECT_EQ(store_->apply_event("job_nope", event(lease, 9, p::EventState::running), w, now()).error().status, 404u);
   auto job = store_->get_job(j).value();
   EXPECT_EQ(job.exit_code, 3);
   EXPECT_EQ(job.events.size(), 2u);
@@ -162,8 +163,8 @@ TEST_F(StoreTest, LostLeaseRequeuesThenFencesTheOldWorker) {
   std::string w2 = worker();
   auto a2 = poll(w2).reply.jobs.at(0);
   EXPECT_EQ(a2.attempt, 2);
-  EXPECT_EQ(store_->apply_event(j, event(lease1, 1, p::EventState::running), now()).error().code, "leaseLost");
-  EXPECT_EQ(store_->append_log(j, "stdout", lease1, 0, "x").error().code, "leaseLost");
+  EXPECT_EQ(store_->apply_event(j, event(lease1, 1, p::EventState::running), w1, now()).error().code, "leaseLost");
+  EXPECT_EQ(store_->append_log(j, "stdout", lease1, w1, 0, "x").error().code, "leaseLost");
   auto old = poll(w1, {{"process", 1}}, {{j, lease1}});
   ASSERT_EQ(old.reply.cancel.size(), 1u);
   EXPECT_EQ(old.reply.cancel[0].reason, p::CancelReason::lease_lost);
@@ -190,11 +191,11 @@ TEST_F(StoreTest, CancelQueuedRunningAndFinished) {
   auto p2 = poll(w, {{"process", 1}}, {{r, lease}});
   ASSERT_EQ(p2.reply.cancel.size(), 1u);
   EXPECT_EQ(p2.reply.cancel[0].reason, p::CancelReason::user);
-  store_->apply_event(r, event(lease, 1, p::EventState::cancelled), now()).value();
+  store_->apply_event(r, event(lease, 1, p::EventState::cancelled), w, now()).value();
   EXPECT_EQ(store_->get_job(r)->state, p::JobState::cancelled);
   std::string s = submit();
   auto l3 = poll(w).reply.jobs.at(0).lease_id;
-  store_->apply_event(s, event(l3, 1, p::EventState::succeeded, 0), now()).value();
+  store_->apply_event(s, event(l3, 1, p::EventState::succeeded, 0), w, now()).value();
   EXPECT_EQ(store_->cancel_job(s, now()).error().code, "jobFinished");
 }
 
@@ -204,14 +205,14 @@ TEST_F(StoreTest, LogOffsetsOverlapGapAndBinary) {
   auto lease = poll(w).reply.jobs.at(0).lease_id;
   std::string all;
   for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
-  EXPECT_EQ(store_->append_log(j, "stdout", lease, 0, all.substr(0, 100)).value(), 100u);
-  EXPECT_EQ(store_->append_log(j, "stdout", lease, 50, all.substr(50, 100)).value(), 150u);  // overlap
-  EXPECT_EQ(store_->append_log(j, "stdout", lease, 0, all.substr(0, 10)).value(), 150u);     // repeat
-  auto gap = store_->append_log(j, "stdout", lease, 200, all.substr(200));
+  EXPECT_EQ(store_->append_log(j, "stdout", lease, w, 0, all.substr(0, 100)).value(), 100u);
+  EXPECT_EQ(store_->append_log(j, "stdout", lease, w, 50, all.substr(50, 100)).value(), 150u);  // overlap
+  EXPECT_EQ(store_->append_log(j, "stdout", lease, w, 0, all.substr(0, 10)).value(), 150u);     // repeat
+  auto gap = store_->append_log(j, "stdout", lease, w, 200, all.substr(200));
   ASSERT_FALSE(gap);
   EXPECT_EQ(gap.error().code, "logGap");
   EXPECT_EQ(gap.error().expected_offset, 150u);
-  EXPECT_EQ(store_->append_log(j, "stdout", lease, 150, all.substr(150)).value(), 256u);
+  EXPECT_EQ(store_->append_log(j, "stdout", lease, w, 150, all.substr(150)).value(), 256u);
   auto read = store_->read_log(j, "stdout", 0, std::nullopt, 1 << 20).value();
   EXPECT_EQ(read.data, all);
   EXPECT_EQ(read.size, 256u);
@@ -224,7 +225,7 @@ TEST_F(StoreTest, LogsAreFilesBesideTheDatabaseAndOnlyCommittedBytesCount) {
   std::string j = submit();
   std::string w = worker();
   auto lease = poll(w).reply.jobs.at(0).lease_id;
-  ASSERT_EQ(store_->append_log(j, "stdout", lease, 0, "hello").value(), 5u);
+  ASSERT_EQ(store_->append_log(j, "stdout", lease, w, 0, "hello").value(), 5u);
   std::filesystem::path dir = path_ + ".logs", file = dir / (j + "-1.stdout");
   EXPECT_EQ(read_file(file), "hello");
   EXPECT_EQ(std::filesystem::status(dir).permissions() & std::filesystem::perms::all, std::filesystem::perms::owner_all);
@@ -234,14 +235,14 @@ TEST_F(StoreTest, LogsAreFilesBesideTheDatabaseAndOnlyCommittedBytesCount) {
   // and overwritten by the next upload.
   std::ofstream(file, std::ios::binary | std::ios::app) << "GARBAGE";
   EXPECT_EQ(store_->read_log(j, "stdout", 0, std::nullopt, 100)->data, "hello");
-  ASSERT_EQ(store_->append_log(j, "stdout", lease, 5, " world").value(), 11u);
+  ASSERT_EQ(store_->append_log(j, "stdout", lease, w, 5, " world").value(), 11u);
   EXPECT_EQ(store_->read_log(j, "stdout", 0, std::nullopt, 100)->data, "hello world");
   EXPECT_EQ(read_file(file).substr(0, 11), "hello world");
   // A stream begun by a version that kept logs in the database stays there.
   std::string legacy = "INSERT INTO log_chunks VALUES('" + j + "', 1, 'stderr', 0, X'6f6c64'); "
                        "INSERT INTO log_sizes VALUES('" + j + "', 1, 'stderr', 3);";
   store_->exec(legacy.c_str());
-  ASSERT_EQ(store_->append_log(j, "stderr", lease, 3, "new").value(), 6u);
+  ASSERT_EQ(store_->append_log(j, "stderr", lease, w, 3, "new").value(), 6u);
   EXPECT_EQ(store_->read_log(j, "stderr", 0, std::nullopt, 100)->data, "oldnew");
   EXPECT_EQ(store_->read_log(j, "stderr", 2, std::nullopt, 3)->data, "dne");
   EXPECT_FALSE(std::filesystem::exists(dir / (j + "-1.stderr")));
@@ -261,7 +262,7 @@ TEST_F(StoreTest, ReregisterKeepsIdAndReconcilesRunning) {
   r.hostname = "h";
   r.runners = {"process"};
   r.running = {{j, lease}, {"job_gone", "lse_gone"}};
-  auto again = store_->register_worker(r, now()).value();
+  auto again = store_->register_worker(r, agent_, now()).value();
   EXPECT_FALSE(again.created);
   EXPECT_EQ(again.reply.worker_id, w);
   EXPECT_EQ(again.renewed_leases, std::vector<std::string>{lease});
@@ -277,7 +278,7 @@ TEST_F(StoreTest, StateSurvivesReopen) {
   std::string j = submit();
   std::string w = worker();
   auto lease = poll(w).reply.jobs.at(0).lease_id;
-  store_->append_log(j, "stdout", lease, 0, "abc").value();
+  store_->append_log(j, "stdout", lease, w, 0, "abc").value();
   store_.reset();
   store_ = Store::open(path_);
   auto live = store_->live_state();

@@ -23,7 +23,7 @@ TEST(Routes, EveryEndpointHasExactlyOneRouteAndEveryPatternMethodPairIsUnique) {
     EXPECT_TRUE(shapes.insert({r.pattern, r.method}).second) << r.pattern;
     EXPECT_EQ(&p::route_of(r.endpoint), &r);
   }
-  EXPECT_EQ(endpoints.size(), static_cast<std::size_t>(p::Endpoint::put_log) + 1);
+  EXPECT_EQ(endpoints.size(), static_cast<std::size_t>(p::Endpoint::revoke_token) + 1);
 }
 
 TEST(Routes, ClientPathsMatchBackToTheirEndpointAndParameters) {
@@ -59,14 +59,14 @@ TEST(Routes, WrongMethodListsTheAllowedOnesAndUnknownPathsAreNotFound) {
 
 TEST(Routes, CallerBodyAndHoldComeFromTheTable) {
   auto poll = p::match_route("POST", "/v1/workers/w/poll");
-  EXPECT_EQ(poll.route->caller, p::Caller::agent);
+  EXPECT_EQ(poll.route->caller, p::Caller::worker);
   EXPECT_EQ(poll.route->hold, p::Hold::always);
   auto job = p::match_route("GET", "/v1/jobs/j");
   EXPECT_EQ(job.route->caller, p::Caller::admin);
   EXPECT_EQ(job.route->hold, p::Hold::with_wait_param);
   auto put = p::match_route("PUT", "/v1/jobs/j/logs/stdout");
   EXPECT_EQ(put.route->body, p::BodyKind::log_bytes);
-  EXPECT_EQ(put.route->caller, p::Caller::agent);
+  EXPECT_EQ(put.route->caller, p::Caller::worker);
   EXPECT_FALSE(p::match_route("GET", "/healthz").needs_token);
   EXPECT_TRUE(p::match_route("GET", "/v1/workers").needs_token);
 }

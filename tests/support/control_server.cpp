@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -85,8 +86,11 @@ ControlServer::~ControlServer() {
   std::filesystem::remove_all(dir_, ec);
 }
 
-std::string ControlServer::create_token(const std::string& role) {
-  auto r = run_command({NYMPH_CONTROL_BINARY, "token", "create", "--db", db_path_, "--role", role, "--name", "test"});
+std::string ControlServer::create_token(const std::string& role, std::vector<std::string> more) {
+  std::vector<std::string> args{NYMPH_CONTROL_BINARY, "token", "create", "--db", db_path_, "--role", role};
+  if (std::find(more.begin(), more.end(), "--name") == more.end()) more.insert(more.end(), {"--name", "test"});
+  args.insert(args.end(), more.begin(), more.end());
+  auto r = run_command(args);
   if (r.exit_code != 0) throw std::runtime_error("token create failed: " + r.err);
   return trim(r.out);
 }
@@ -101,9 +105,11 @@ std::string ControlServer::log() const {
 CommandOutput ControlServer::admin(std::vector<std::string> args) const {
   std::vector<std::string> argv{NYMPH_CONTROL_BINARY};
   if (!args.empty()) {
-    argv.push_back(args.front());
+    // After the command's name: "token list" and "token revoke" are two words.
+    std::size_t words = args.front() == "token" && args.size() > 1 ? 2 : 1;
+    argv.insert(argv.end(), args.begin(), args.begin() + static_cast<std::ptrdiff_t>(words));
     argv.insert(argv.end(), {"--server", url_, "--token-file", admin_token_file_});
-    argv.insert(argv.end(), args.begin() + 1, args.end());
+    argv.insert(argv.end(), args.begin() + static_cast<std::ptrdiff_t>(words), args.end());
   }
   return run_command(argv);
 }

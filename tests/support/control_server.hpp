@@ -54,11 +54,13 @@ class ControlServer {
   // The server's stderr so far (for failure messages).
   std::string log() const;
 
-  // Creates one more token with `role` ("agent" or "admin") in the database; returns it.
-  std::string create_token(const std::string& role);
+  // Creates one more token with `role` ("agent" or "admin") in the database, with more `token create`
+  // arguments (e.g. {"--name", "b", "--tag", "cluster=a"}; the name defaults to "test"); returns it.
+  std::string create_token(const std::string& role, std::vector<std::string> more = {});
 
   // Runs `nymph-control ARGS... --server URL --token-file ADMIN_TOKEN_FILE` and returns its output.
-  // The flags are inserted right after the subcommand name (args[0]), so "--" in args keeps working.
+  // The flags are inserted right after the subcommand's name (args[0], or args[0..1] for "token list" and
+  // "token revoke"), so "--" in args keeps working.
   CommandOutput admin(std::vector<std::string> args) const;
 
   // SIGKILL the server and reap it (a crash: nothing is flushed or answered).
