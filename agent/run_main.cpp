@@ -17,6 +17,7 @@
 #include "common/ulid.hpp"
 #include "protocol/protocol.hpp"
 #include "nymph/version.hpp"
+#include "platform/process_privacy.hpp"
 #include "runners/process_runner.hpp"
 #include "runners/profile.hpp"
 #include "runners/slurm/slurm_runner.hpp"
@@ -149,6 +150,9 @@ int run_daemon(const RunArgs& args) {
   AgentConfig config = load_or_throw(args);
   const runners::ProfileCatalog profiles = profiles_or_throw(config);
   auto log = make_logger("nymph", config.log.level, config.log.file.string());
+  // Before any secret is in memory: jobs run as this user and must not read it from /proc/PID/mem.
+  if (auto private_memory = platform::make_undumpable(); !private_memory)
+    log->warn("memory readable by this user's other processes: {}", private_memory.error().message);
   auto token = read_token_file(config.server.token_file);
   if (!token) throw StartupError(token.error().message);
   asio::io_context ioc;

@@ -238,6 +238,29 @@ TEST(AgentE2E, KillDirectiveStopsTheAgentAsKilled) {
   EXPECT_EQ(str(w, "exitReason"), "killed");
 }
 
+TEST(AgentE2E, RevokedTokenEndsTheAgentWithAClearError) {
+  ControlServer cp;
+  AgentProcess agent(cp);
+  agent.wait_for_state("serving");
+  // The agent token is named "test" like the admin token: revoke it by its id.
+  auto tokens = json::parse(cp.admin({"token", "list", "--json"}).out).as_object().at("tokens").as_array();
+  std::string agent_token_id;
+  for (const auto& t : tokens)
+    if (t.as_object().at("role") == "agent") agent_token_id = std::string(t.as_object().at("id").as_string());
+  ASSERT_FALSE(agent_token_id.empty());
+  ASSERT_EQ(cp.admin({"token", "revoke", agent_token_id}).exit_code, 0);
+  EXPECT_NE(agent.wait_exit(), 0) << agent.log();
+  auto status = agent.status_json();
+  EXPECT_NE(status.find("\"exitReason\":\"error\""), std::string::npos) << status;
+  EXPECT_NE(status.find("revoked"), std::string::npos) << status;
+  auto w = only_worker(cp);
+  EXPECT_EQ(str(w, "status"), "gone");
+  EXPECT_EQ(str(w, "exitReason"), "error");
+  // The worker credential, like the token, appears in no log line.
+  EXPECT_EQ(agent.log().find("nyw_"), std::string::npos);
+  EXPECT_EQ(agent.log().find(cp.agent_token()), std::string::npos);
+}
+
 TEST(AgentE2E, SigkilledAgentTurnsStaleWithoutAnExitReason) {
   ControlServer cp({.poll_timeout = "500ms", .stale_after = "1s"});
   AgentProcess agent(cp);
