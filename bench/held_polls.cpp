@@ -8,9 +8,7 @@
 // "process" worker parks a poll, the bench submits a job, and the time from sending the submit to receiving
 // the poll reply carrying that job is recorded; p50/p99 are printed.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,16 +32,11 @@
 #include "http/client.hpp"
 #include "protocol/protocol.hpp"
 #include "common/ulid.hpp"
+#include "bench/control_server.hpp"
 
-extern char** environ;
 
 namespace asio = boost::asio;
 
-// Completion of the bench's spawned coroutines: a failure ends the run (it propagates out of io_context::run)
-// instead of vanishing and leaving the bench waiting for a figure that never comes.
-constexpr auto rethrow_error = [](std::exception_ptr e, auto&&...) {
-  if (e) std::rethrow_exception(e);
-};
 namespace p = nymph::protocol;
 namespace http = nymph::http;
 using namespace std::chrono_literals;
@@ -51,65 +44,12 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string run_capture(const std::vector<std::string>& argv) {
-  std::string cmd;
-  for (const auto& a : argv) cmd += "'" + a + "' ";
-  FILE* f = ::popen(cmd.c_str(), "r");
-  if (!f) throw std::runtime_error("popen failed");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  ::pclose(f);
-  while (!out.empty() && out.back() == '\n') out.pop_back();
-  return out;
-}
+using nymph::bench::percentile;
+using nymph::bench::rethrow_error;
+using nymph::bench::run_capture;
+using nymph::bench::Server;
 
-struct Server {
-  pid_t pid = 0;
-  std::string url;
-};
-
-Server start_server(const std::string& binary, const std::string& dir) {
-  int out[2];
-  if (::pipe(out) != 0) throw std::runtime_error("pipe");
-  std::vector<std::string> args{binary,          "serve",       "--listen", "127.0.0.1:0", "--db", dir + "/c.db",
-                                "--poll-timeout", "600s",        "--stale-after", "900s", "--lease-ttl", "900s",
-                                "--log-level",   "warn"};
-  std::vector<char*> c;
-  for (auto& a : args) c.push_back(a.data());
-  c.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_addclose(&fa, out[0]);
-  Server s;
-  if (::posix_spawn(&s.pid, c[0], &fa, nullptr, c.data(), environ) != 0) throw std::runtime_error("spawn failed");
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(out[1]);
-  std::string line;
-  char ch;
-  while (::read(out[0], &ch, 1) == 1 && ch != '\n') line += ch;
-  if (line.rfind("listening on ", 0) != 0) throw std::runtime_error("server did not start: " + line);
-  s.url = line.substr(13);
-  return s;
-}
-
-// Server RSS in KiB and CPU seconds (user+system), from /proc.
-long rss_kib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  long value = 0;
-  while (in >> key) {
-    if (key == "VmRSS:") {
-      in >> value;
-      return value;
-    }
-    in.ignore(1 << 16, '\n');
-  }
-  return -1;
-}
-
+// A process's CPU seconds (user+system), from /proc.
 double cpu_seconds(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string stat((std::istreambuf_iterator<char>(in)), {});
@@ -137,13 +77,19 @@ struct Bench {
     return r;
   }
 
-  asio::awaitable<std::string> register_worker(std::string runner) {
+  // A registered worker: its id and its credential.
+  struct Worker {
+    std::string id, credential;
+  };
+
+  asio::awaitable<Worker> register_worker(std::string runner) {
     p::RegisterRequest r;
     r.launch_id = ids.next().value().str();
     r.hostname = "bench";
     r.runners = {runner};
     auto res = co_await client.request(req(http::Method::post, p::workers_path(), agent, p::to_json_text(r)));
-    co_return p::parse_as<p::RegisterResponse>(res.value().body).value().worker_id;
+    auto reply = p::parse_as<p::RegisterResponse>(res.value().body).value();
+    co_return Worker{reply.worker_id, reply.worker_token};
   }
 
   static std::string poll_body(const std::string& runner) {
@@ -154,8 +100,8 @@ struct Bench {
 
   // One idle worker: registers, then holds a poll until the server answers it (after 600 s or at shutdown).
   asio::awaitable<void> idle_worker() {
-    std::string w = co_await register_worker("idle");
-    co_await client.request(req(http::Method::post, p::poll_path(w), agent, poll_body("idle")));
+    Worker w = co_await register_worker("idle");
+    co_await client.request(req(http::Method::post, p::poll_path(w.id), w.credential, poll_body("idle")));
   }
 
   asio::awaitable<int> held_polls() {
@@ -185,12 +131,12 @@ struct Bench {
 
   // submit -> poll reply latencies in microseconds, for `rounds` wake-ups of one "process" worker.
   asio::awaitable<std::vector<double>> wakeups(int rounds, int idle) {
-    std::string w = co_await register_worker("process");
+    Worker w = co_await register_worker("process");
     std::vector<double> us;
     for (int i = 0; i < rounds; ++i) {
       Clock::time_point sent{};
       auto poll = [&]() -> asio::awaitable<void> {
-        auto r = co_await client.request(req(http::Method::post, p::poll_path(w), agent, poll_body("process")));
+        auto r = co_await client.request(req(http::Method::post, p::poll_path(w.id), w.credential, poll_body("process")));
         auto got = Clock::now();
         auto reply = p::parse_as<p::PollResponse>(r.value().body).value();
         if (reply.jobs.empty()) throw std::runtime_error("poll returned without the job");
@@ -212,12 +158,6 @@ struct Bench {
     co_return us;
   }
 };
-
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  auto i = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
 
 }  // namespace
 
@@ -250,7 +190,8 @@ int main(int argc, char** argv) {
   if (!::mkdtemp(dir.data())) return 1;
   std::string agent = run_capture({binary, "token", "create", "--db", dir + "/c.db", "--role", "agent"});
   std::string admin = run_capture({binary, "token", "create", "--db", dir + "/c.db", "--role", "admin"});
-  Server server = start_server(binary, dir);
+  Server server = nymph::bench::start_server(
+      binary, dir + "/c.db", {"--poll-timeout", "600s", "--stale-after", "900s", "--lease-ttl", "900s"});
   std::printf("nymph-control %s (pid %d), fd limit %llu\n", server.url.c_str(), server.pid,
               static_cast<unsigned long long>(lim.rlim_cur));
 
@@ -266,7 +207,7 @@ int main(int argc, char** argv) {
       asio::steady_timer t(ioc, std::chrono::seconds(idle_seconds));
       co_await t.async_wait(asio::use_awaitable);
       double cpu = (cpu_seconds(server.pid) - cpu0) * 1000.0 / idle_seconds;
-      long rss = rss_kib(server.pid);
+      long rss = nymph::bench::status_kib(server.pid);
       auto us = co_await b.wakeups(rounds, held);
       std::printf("%-12d %10.1f %14.3f %12.0f %12.0f %12.0f\n", held, static_cast<double>(rss) / 1024.0, cpu,
                   percentile(us, 0.5), percentile(us, 0.99), percentile(us, 1.0));
@@ -290,9 +231,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench failed: %s\n", e.what());
     rc = 1;
   }
-  ::kill(server.pid, SIGTERM);
-  int status = 0;
-  ::waitpid(server.pid, &status, 0);
+  server.stop();
   ioc.stop();
   std::filesystem::remove_all(dir);
   return rc;
