@@ -8,12 +8,12 @@
 #include <set>
 #include <sstream>
 
-#include <boost/url/parse.hpp>
 #include <toml++/toml.h>
 
 #include "common/duration.hpp"
 #include "common/files.hpp"
 #include "common/text.hpp"
+#include "http/url.hpp"
 
 namespace nymph::agent {
 
@@ -333,19 +333,8 @@ Result<AgentConfig> load_config(const std::filesystem::path& path) {
 }
 
 Result<void> check_server_url(const ServerConfig& server) {
-  auto url = boost::urls::parse_absolute_uri(server.url);
-  if (!url) return fail("[server] url '" + server.url + "' is not an absolute URL");
-  auto scheme = url->scheme();
-  if (scheme != "http" && scheme != "https")
-    return fail("[server] url '" + server.url + "' must start with https:// (or http:// for loopback)");
-  if (!url->has_authority() || url->host().empty()) return fail("[server] url '" + server.url + "' has no host");
-  if (scheme == "http" && !server.allow_insecure_http) {
-    std::string host = url->host();
-    bool loopback = host == "localhost" || host.starts_with("127.") || host == "[::1]" || host == "::1";
-    if (!loopback)
-      return fail("[server] url '" + server.url +
-                  "' uses plain http to a non-loopback host; use https, or set allow_insecure_http = true");
-  }
+  auto plain = server.allow_insecure_http ? http::PlainHttp::anywhere : http::PlainHttp::loopback_only;
+  if (auto ep = http::parse_server_url(server.url, plain); !ep) return fail("[server] url: " + ep.error().message);
   return {};
 }
 

@@ -19,7 +19,7 @@ struct ServerConfig {
   std::filesystem::path token_file = "token";
   std::optional<std::filesystem::path> ca_file;
   milliseconds poll_timeout{30'000};     // how long a held poll may wait (the server's value wins if shorter)
-  bool allow_insecure_http = false;      // plain http:// to a non-loopback host
+  bool allow_insecure_http = false;      // plain http:// to a non-loopback host (the only way around the rule)
 };
 
 // [worker]
@@ -88,7 +88,8 @@ inline constexpr std::size_t kMaxConfigBytes = 1024 * 1024;
 // /dev/zero or a huge file is refused at once, naming it). Never throws.
 Result<AgentConfig> load_config(const std::filesystem::path& path);
 
-// Checks what parse_config cannot: the URL is http(s) and plain http only goes to loopback unless allowed.
+// Checks [server] url under the control-plane URL rule (http::parse_server_url): https:// anywhere, plain
+// http:// only to a loopback address unless allow_insecure_http = true. The Error names the URL.
 Result<void> check_server_url(const ServerConfig& server);
 
 // Reads the token: `path` must be a regular file owned by this user with no group/other permission bits

@@ -389,7 +389,7 @@ std::string trust_text(const std::optional<fs::path>& ca_file) {
 
 Check tls_ok_check(const http::Endpoint& ep, const std::optional<fs::path>& ca_file) {
   if (!ep.tls) {
-    if (http::is_loopback_host(ep.host)) return make("control.tls", Verdict::ok, "plain http to loopback");
+    if (ep.loopback) return make("control.tls", Verdict::ok, "plain http to loopback");
     return make("control.tls", Verdict::warn, "plain http: the token crosses the network unencrypted",
                 "use an https:// URL");
   }

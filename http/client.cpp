@@ -23,7 +23,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <boost/url/parse.hpp>
 
 namespace nymph::http {
 
@@ -50,27 +49,6 @@ std::optional<std::string> Response::header(std::string_view name) const {
   return std::nullopt;
 }
 
-Result<Endpoint> parse_endpoint(std::string_view url) {
-  auto u = boost::urls::parse_uri(url);
-  if (!u) return fail("invalid URL '" + std::string(url) + "': " + u.error().message());
-  Endpoint ep;
-  if (u->scheme() == "https") ep.tls = true;
-  else if (u->scheme() != "http") return fail("invalid URL '" + std::string(url) + "': scheme must be http or https");
-  if (u->has_userinfo() || u->has_query() || u->has_fragment())
-    return fail("invalid URL '" + std::string(url) + "': user info, query and fragment are not allowed");
-  ep.host = u->encoded_host_address().decode();
-  if (ep.host.size() >= 2 && ep.host.front() == '[') ep.host = ep.host.substr(1, ep.host.size() - 2);
-  if (ep.host.empty()) return fail("invalid URL '" + std::string(url) + "': no host");
-  ep.port = ep.tls ? 443 : 80;
-  if (u->has_port()) {
-    if (u->port_number() == 0) return fail("invalid URL '" + std::string(url) + "': bad port");
-    ep.port = u->port_number();
-  }
-  ep.base_path = std::string(u->encoded_path());
-  while (!ep.base_path.empty() && ep.base_path.back() == '/') ep.base_path.pop_back();
-  return ep;
-}
-
 const std::vector<std::string>& well_known_ca_bundles() {
   static const std::vector<std::string> paths{
       "/etc/ssl/certs/ca-certificates.crt",                 // Debian, Ubuntu
@@ -86,13 +64,6 @@ std::optional<std::string> system_ca_bundle() {
   for (const auto& p : well_known_ca_bundles())
     if (std::ifstream(p).good()) return p;
   return std::nullopt;
-}
-
-bool is_loopback_host(std::string_view host) {
-  if (host == "localhost") return true;
-  boost::system::error_code ec;
-  auto addr = asio::ip::make_address(std::string(host), ec);
-  return !ec && addr.is_loopback();
 }
 
 namespace {

@@ -29,6 +29,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "common/error.hpp"
+#include "http/url.hpp"
 
 namespace nymph::http {
 
@@ -68,27 +69,12 @@ struct Response {
   bool ok() const { return status >= 200 && status < 300; }
 };
 
-// Parsed base URL.
-struct Endpoint {
-  bool tls = false;
-  std::string host;       // without brackets for IPv6
-  std::uint16_t port = 0;
-  std::string base_path;  // "" or "/prefix" (no trailing slash)
-};
-
-// Parses "http://host[:port][/prefix]" or "https://...". Returns an Error for other schemes, user info,
-// queries, fragments or a missing host. Default ports 80 / 443.
-Result<Endpoint> parse_endpoint(std::string_view url);
-
 // The well-known CA bundle files of Linux distributions, in the order they are tried: Debian/Ubuntu,
 // RHEL/Rocky/Fedora (two), SUSE, Alpine.
 const std::vector<std::string>& well_known_ca_bundles();
 
 // The first of well_known_ca_bundles() that is a readable file, or nullopt. Never throws.
 std::optional<std::string> system_ca_bundle();
-
-// True when `host` is a loopback address (127.0.0.0/8, ::1) or "localhost".
-bool is_loopback_host(std::string_view host);
 
 // An HTTP client bound to one base URL and one executor. Not thread-safe: use it from its executor only.
 // Destroying it closes pooled connections; requests in flight must have completed first.

@@ -8,6 +8,7 @@
 
 #include "common/files.hpp"
 #include "common/text.hpp"
+#include "http/url.hpp"
 
 namespace nymph::control::admin {
 
@@ -65,9 +66,12 @@ Result<AdminTarget> resolve_target(const AdminOptions& o) {
   if (!token_file)
     return fail("no admin token: pass --token-file FILE, set NYMPH_CONTROL_TOKEN_FILE, or set token_file in " +
                 (config.empty() ? std::string("~/.config/nymph/control.toml") : config));
+  // The URL rule comes first: a token is not even read for a URL it would not be sent to.
+  std::string target = url.value_or("http://127.0.0.1:8470");
+  if (auto ep = http::parse_server_url(target); !ep) return ep.error();
   auto token = read_token(*token_file);
   if (!token) return token.error();
-  return AdminTarget{url.value_or("http://127.0.0.1:8470"), std::move(*token), ca_file};
+  return AdminTarget{std::move(target), std::move(*token), ca_file};
 }
 
 }  // namespace nymph::control::admin

@@ -99,9 +99,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"unknown server key", "[server]\nurl = \"http://127.0.0.1:1\"\ntoken = \"abc\"\n",
                   "bad.toml:3: unknown key server.token (not a key of [server])"},
         BadConfig{"url wrong type", "[server]\nurl = 8470\n", "bad.toml:2: server.url: expected a string, got an integer"},
-        BadConfig{"url not absolute", "[server]\nurl = \"cp.example.org\"\n", "is not an absolute URL"},
-        BadConfig{"ftp url", "[server]\nurl = \"ftp://cp.example.org\"\n", "must start with https://"},
-        BadConfig{"remote plain http", "[server]\nurl = \"http://cp.example.org\"\n", "plain http to a non-loopback host"},
+        BadConfig{"url not absolute", "[server]\nurl = \"cp.example.org\"\n", "[server] url: invalid URL 'cp.example.org'"},
+        BadConfig{"ftp url", "[server]\nurl = \"ftp://cp.example.org\"\n", "the scheme must be https://"},
+        BadConfig{"remote plain http", "[server]\nurl = \"http://cp.example.org\"\n", "plain http:// is only allowed to a loopback address"},
+        BadConfig{"prefix-alike host", "[server]\nurl = \"http://127.attacker.example:8470\"\n",
+                  "plain http:// is only allowed to a loopback address"},
+        BadConfig{"port out of range", "[server]\nurl = \"https://cp.example.org:165535\"\n",
+                  "the port must be between 1 and 65535"},
         BadConfig{"bad duration", "[server]\nurl = \"http://127.0.0.1:1\"\npoll_timeout = \"soon\"\n",
                   "bad.toml:3: server.poll_timeout: invalid duration 'soon'"},
         BadConfig{"negative jobs", "[server]\nurl = \"http://127.0.0.1:1\"\n[worker]\nmax_process_jobs = -1\n",
@@ -171,6 +175,15 @@ TEST_F(TokenFile, MissingEmptyAndNonRegularAreRefused) {
   EXPECT_NE(read_token_file(dir).error().message.find("not a regular file"), std::string::npos);
   fs::create_symlink(write("abc", 0600), dir / "link");
   EXPECT_NE(read_token_file(dir / "link").error().message.find("symbolic link"), std::string::npos);
+}
+
+TEST(Config, AllowInsecureHttpIsTheOnlyWayAroundTheUrlRuleAndStillParses) {
+  auto remote = parse_config("[server]\nurl = \"http://10.0.0.5:8470\"\nallow_insecure_http = true\n", "c.toml");
+  EXPECT_TRUE(remote) << remote.error().message;
+  auto wrapped = parse_config("[server]\nurl = \"http://127.0.0.1.example.com:8470\"\nallow_insecure_http = true\n", "c.toml");
+  ASSERT_FALSE(wrapped);
+  EXPECT_NE(wrapped.error().message.find("http://127.0.0.1.example.com:8470"), std::string::npos)
+      << wrapped.error().message;
 }
 
 TEST(Config, LoadRefusesDevicesFifosAndHugeFilesAtOnce) {

@@ -1,10 +1,11 @@
 // nymph doctor's pure pieces: logind parsing, verdict rules, HTTP dates, clock skew, disk, token, launch dir,
-// rendering. No child processes, no sockets.
+// rendering, the control-plane URL rule. No child processes, no sockets.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
 
 #include "agent/doctor.hpp"
+#include "tests/support/run_coro.hpp"
 #include "tests/deploy/deploy_support.hpp"
 
 namespace doctor = nymph::agent::doctor;
@@ -97,6 +98,21 @@ TEST(DoctorToken, FollowsReadTokenFileRules) {
   EXPECT_NE(open.detail.find("0644"), std::string::npos) << open.detail;
   EXPECT_EQ(open.detail.find("secret-token"), std::string::npos);
   EXPECT_EQ(doctor::token_check(d / "missing").verdict, Verdict::fail);
+}
+
+TEST(DoctorControl, AUrlTheRuleRefusesFailsBeforeAnyConnection) {
+  // Boost.URL reads this as host 127.0.0.1 with path ".example.com:8470": a prefix check let it through
+  // and the doctor then connected to 127.0.0.1:80.
+  doctor::Inputs in;
+  in.config.emplace();
+  in.config->server.url = "http://127.0.0.1.example.com:8470";
+  in.config->server.allow_insecure_http = true;
+  boost::asio::io_context ioc;
+  auto checks = nymph::test::run_coro(ioc, doctor::control_plane_checks(in));
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_EQ(checks[0].name, "control.url");
+  EXPECT_EQ(checks[0].verdict, Verdict::fail);
+  EXPECT_NE(checks[0].detail.find("http://127.0.0.1.example.com:8470"), std::string::npos) << checks[0].detail;
 }
 
 TEST(DoctorLaunchDir, WritableOrNot) {

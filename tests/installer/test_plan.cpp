@@ -138,6 +138,19 @@ TEST(InstallPlan, ServerRules) {
   }
 }
 
+TEST(InstallPlan, ServerUsesTheOneParsedUrlRule) {
+  auto o = base();
+  for (std::string bad : {"http://127.attacker.example:8470", "http://127.0.0.1.example.com:8470",
+                          "http://10.0.0.5:8470", "https://cp.example.org:99999"}) {
+    o.server = bad;
+    auto message = plan_error(o);
+    EXPECT_TRUE(contains(message, "--server")) << message;
+    EXPECT_TRUE(contains(message, bad)) << message;
+  }
+  o.server = "http://127.1.2.3:1";
+  EXPECT_TRUE(make_install_plan(o, host(), kId));
+}
+
 TEST(InstallPlan, StateDirMovesTheLaunchButNotTheLog) {
   auto o = base();
   o.state_dir = "/scratch/ada/nymph/";

@@ -1,4 +1,5 @@
-// Where the admin commands go: flags before the environment before the config file, tokens from files only.
+// Where the admin commands go: flags before the environment before the config file, tokens from files only,
+// and never in clear text to a host that is not loopback.
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
@@ -45,21 +46,21 @@ class TargetTest : public ::testing::Test {
 TEST_F(TargetTest, FlagsBeatTheEnvironmentWhichBeatsTheConfigFile) {
   auto flag_token = write("flag.token", "nym_flag\n");
   auto env_token = write("env.token", "  nym_env  ");
-  auto config = write("c.toml", "url = 'http://config:1'\ntoken_file = '" + write("cfg.token", "nym_cfg") +
+  auto config = write("c.toml", "url = 'https://config:1'\ntoken_file = '" + write("cfg.token", "nym_cfg") +
                                     "'\nca_file = '/config/ca.pem'\n");
-  ::setenv("NYMPH_CONTROL_URL", "http://env:2", 1);
+  ::setenv("NYMPH_CONTROL_URL", "https://env:2", 1);
   ::setenv("NYMPH_CONTROL_TOKEN_FILE", env_token.c_str(), 1);
-  auto t = resolve_target({.server = "http://flag:3", .token_file = flag_token, .config = config}).value();
-  EXPECT_EQ(t.url, "http://flag:3");
+  auto t = resolve_target({.server = "https://flag:3", .token_file = flag_token, .config = config}).value();
+  EXPECT_EQ(t.url, "https://flag:3");
   EXPECT_EQ(t.token, "nym_flag");
   EXPECT_EQ(t.ca_file, "/config/ca.pem");
   t = resolve_target({.config = config}).value();
-  EXPECT_EQ(t.url, "http://env:2");
+  EXPECT_EQ(t.url, "https://env:2");
   EXPECT_EQ(t.token, "nym_env");
   ::unsetenv("NYMPH_CONTROL_URL");
   ::unsetenv("NYMPH_CONTROL_TOKEN_FILE");
   t = resolve_target({.config = config}).value();
-  EXPECT_EQ(t.url, "http://config:1");
+  EXPECT_EQ(t.url, "https://config:1");
   EXPECT_EQ(t.token, "nym_cfg");
 }
 
@@ -89,4 +90,19 @@ TEST_F(TargetTest, ErrorsNameWhatIsMissingOrWrong) {
   EXPECT_NE(bad.error().message.find("(line 1)"), std::string::npos) << bad.error().message;
   auto named_but_absent = resolve_target({.config = (dir_.path() / "nope.toml").string()});
   EXPECT_FALSE(named_but_absent);
+}
+
+TEST_F(TargetTest, PlainHttpToAHostThatIsNotLoopbackIsRefusedBeforeTheTokenIsRead) {
+  auto token = write("t", "nym_secret");
+  for (std::string url : {"http://10.0.0.5:8470", "http://127.attacker.example:8470", "http://127.0.0.1.example.com:8470",
+                          "http://host:99999"}) {
+    auto t = resolve_target({.server = url, .token_file = token});
+    ASSERT_FALSE(t) << url;
+    EXPECT_NE(t.error().message.find(url), std::string::npos) << t.error().message;
+    EXPECT_EQ(t.error().message.find("nym_secret"), std::string::npos);
+  }
+  ::setenv("NYMPH_CONTROL_URL", "http://10.0.0.5:8470", 1);
+  EXPECT_FALSE(resolve_target({.token_file = token}));
+  for (std::string url : {"http://127.0.0.1:8470", "http://[::1]:8470", "http://localhost:8470", "https://cp.example.org"})
+    EXPECT_TRUE(resolve_target({.server = url, .token_file = token})) << url;
 }
