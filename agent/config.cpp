@@ -327,7 +327,7 @@ Result<AgentConfig> parse_config(std::string_view text, const std::string& sourc
 }
 
 Result<AgentConfig> load_config(const std::filesystem::path& path) {
-  auto text = read_small_file(path, "config file", kMaxConfigBytes);
+  auto text = read_small_file(path, "config file", kMaxConfigFileBytes);
   if (!text) return text.error();
   return parse_config(*text, path.string());
 }
@@ -339,7 +339,7 @@ Result<void> check_server_url(const ServerConfig& server) {
 }
 
 Result<std::string> read_token_file(const std::filesystem::path& path) {
-  auto data = read_private_file(path, "token file", 64 * 1024);
+  auto data = read_private_file(path, "token file", kMaxTokenFileBytes);
   if (!data) return data.error();
   std::string token(trim(*data));
   if (token.empty()) return fail("token file " + path.string() + " is empty");

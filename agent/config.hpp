@@ -81,10 +81,7 @@ struct AgentConfig {
 // name the key and its line. Does not touch the filesystem. Never throws.
 Result<AgentConfig> parse_config(std::string_view text, const std::string& source);
 
-// Largest config file load_config reads (a config is a few KiB; this bounds a wrong path's cost).
-inline constexpr std::size_t kMaxConfigBytes = 1024 * 1024;
-
-// Reads and parses the file at `path`: a regular file of at most kMaxConfigBytes (a FIFO, a device such as
+// Reads and parses the file at `path`: a regular file of at most kMaxConfigFileBytes, 1 MiB (a FIFO, a device such as
 // /dev/zero or a huge file is refused at once, naming it). Never throws.
 Result<AgentConfig> load_config(const std::filesystem::path& path);
 

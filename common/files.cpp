@@ -27,6 +27,17 @@ Error failure(std::string_view what, const fs::path& path, std::string_view why)
   return fail(std::string(what) + " " + path.string() + ": " + std::string(why));
 }
 
+// "64 KiB", "1 MiB" or "1000 bytes": a limit as a person would write it.
+std::string size_text(std::size_t bytes) {
+  if (bytes >= 1024 * 1024 && bytes % (1024 * 1024) == 0) return std::to_string(bytes / (1024 * 1024)) + " MiB";
+  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes / 1024) + " KiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+Error too_large(std::string_view what, const fs::path& path, std::size_t max_bytes) {
+  return failure(what, path, "is larger than " + size_text(max_bytes));
+}
+
 Result<std::string> read_open_file(int fd, const fs::path& path, std::string_view what, std::size_t max_bytes) {
   std::string data;
   char buf[16 * 1024];
@@ -35,8 +46,7 @@ Result<std::string> read_open_file(int fd, const fs::path& path, std::string_vie
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return failure(what, path, errno_message(errno));
     if (n == 0) return data;
-    if (data.size() + static_cast<std::size_t>(n) > max_bytes)
-      return failure(what, path, "larger than " + std::to_string(max_bytes) + " bytes");
+    if (data.size() + static_cast<std::size_t>(n) > max_bytes) return too_large(what, path, max_bytes);
     data.append(buf, static_cast<std::size_t>(n));
   }
 }
@@ -51,8 +61,7 @@ Result<std::string> read_checked(const fs::path& path, std::string_view what, st
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) return failure(what, path, errno_message(errno));
   if (!S_ISREG(st.st_mode)) return failure(what, path, "is not a regular file");
-  if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
-    return failure(what, path, "larger than " + std::to_string(max_bytes) + " bytes");
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) return too_large(what, path, max_bytes);
   if (private_only && st.st_uid != ::geteuid())
     return failure(what, path,
                    "is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +

@@ -12,16 +12,21 @@
 
 namespace nymph {
 
+// Caps on the files nymph reads: a token is one line and a configuration a few KiB, so these only bound what a
+// wrong path (a log, a device, a huge file) can cost.
+inline constexpr std::size_t kMaxTokenFileBytes = 64 * 1024;
+inline constexpr std::size_t kMaxConfigFileBytes = 1024 * 1024;
+
 // Reads a regular file of at most `max_bytes`. A FIFO, device or directory is refused at once (the file is
-// opened non-blocking and checked with fstat), and so is a larger file. `what` names the file in errors
-// ("token file /x: ...").
+// opened non-blocking and checked with fstat: "config file /x: is not a regular file"), and so is a larger
+// file ("token file /x: is larger than 64 KiB"). `what` names the file in errors.
 Result<std::string> read_small_file(const std::filesystem::path& path, std::string_view what,
-                                    std::size_t max_bytes = 64 * 1024);
+                                    std::size_t max_bytes = kMaxTokenFileBytes);
 
 // read_small_file for a secret: also refuses a symlink, a file owned by another user and a file that group or
 // others may access, saying how to fix it (chmod 600 ...).
 Result<std::string> read_private_file(const std::filesystem::path& path, std::string_view what,
-                                      std::size_t max_bytes = 64 * 1024);
+                                      std::size_t max_bytes = kMaxTokenFileBytes);
 
 // How far write_file_atomically goes to make a write survive a crash.
 enum class Sync {

@@ -307,7 +307,7 @@ Result<std::string> read_token(const InstallOptions& o, std::istream* input) {
       data.append(buf, static_cast<std::size_t>(input->gcount()));
     return check_token(data, "standard input");
   }
-  auto data = read_small_file(o.token_file, "token file");
+  auto data = read_small_file(o.token_file, "token file", kMaxTokenFileBytes);
   if (!data) return data.error();
   return check_token(*data, "file " + o.token_file);
 }

@@ -1,7 +1,7 @@
 #include "control/admin/target.hpp"
 
 #include <cstdlib>
-#include <fstream>
+#include <filesystem>
 #include <sstream>
 
 #include <toml++/toml.h>
@@ -29,8 +29,10 @@ std::string default_config_path() {
 // Fills what `url`, `token_file` and `ca_file` still miss from the TOML file `config`.
 Result<void> read_config(const std::string& config, std::optional<std::string>& url,
                          std::optional<std::string>& token_file, std::optional<std::string>& ca_file) {
+  auto text = read_small_file(config, "config file", kMaxConfigFileBytes);
+  if (!text) return text.error();
   try {
-    auto t = toml::parse_file(config);
+    auto t = toml::parse(*text, config);
     if (!url) url = t["url"].value<std::string>();
     if (!token_file) token_file = t["token_file"].value<std::string>();
     if (!ca_file) ca_file = t["ca_file"].value<std::string>();
@@ -43,7 +45,7 @@ Result<void> read_config(const std::string& config, std::optional<std::string>& 
 }
 
 Result<std::string> read_token(const std::string& file) {
-  auto data = read_small_file(file, "token file");
+  auto data = read_small_file(file, "token file", kMaxTokenFileBytes);
   if (!data) return data.error();
   std::string token(trim(*data));
   if (token.empty()) return fail("token file '" + file + "' is empty");
@@ -59,7 +61,9 @@ Result<AdminTarget> resolve_target(const AdminOptions& o) {
   if (!ca_file) ca_file = env("NYMPH_CONTROL_CA_FILE");
   std::string config = o.config.value_or(default_config_path());
   bool explicit_config = o.config.has_value();
-  if ((!url || !token_file || !ca_file) && !config.empty() && (explicit_config || std::ifstream(config).good())) {
+  std::error_code ec;
+  bool config_exists = std::filesystem::exists(config, ec);  // without opening it: it may be a FIFO
+  if ((!url || !token_file || !ca_file) && !config.empty() && (explicit_config || config_exists)) {
     auto r = read_config(config, url, token_file, ca_file);
     if (!r) return r.error();
   }

@@ -30,8 +30,9 @@ struct AdminTarget {
 // Resolves the target as described on AdminOptions and reads the token file (whitespace trimmed).
 // Returns an Error naming the missing setting, a URL the control-plane URL rule refuses (plain http:// to a
 // host that is not loopback: the admin token would cross the network in clear text; http::parse_server_url),
-// the unreadable or empty token file, or the config file's syntax error and line. A config file that was not
-// named and does not exist is skipped.
+// the unreadable or empty token file, or the config file's syntax error and line. The config and token files
+// are read as regular files of at most 1 MiB and 64 KiB (a FIFO or device is refused at once). A config file
+// that was not named and does not exist is skipped.
 Result<AdminTarget> resolve_target(const AdminOptions& o);
 
 }  // namespace nymph::control::admin

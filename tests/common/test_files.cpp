@@ -63,8 +63,19 @@ TEST_F(Files, FifoAndOversizedFilesAreRefusedAtOnce) {
   auto big = write("big", std::string(2000, 'x'), kPrivate);
   auto b = nymph::read_small_file(big, "config", 1000);
   ASSERT_FALSE(b);
-  EXPECT_TRUE(contains(b.error().message, "larger than 1000 bytes")) << b.error().message;
+  EXPECT_TRUE(contains(b.error().message, "is larger than 1000 bytes")) << b.error().message;
   EXPECT_TRUE(contains(nymph::read_small_file(dir_ / "none", "config").error().message, "No such file"));
+}
+
+TEST_F(Files, TheLimitIsNamedAsAPersonWouldWriteIt) {
+  auto token = write("token", std::string(nymph::kMaxTokenFileBytes + 1, 'x'), kPrivate);
+  auto t = nymph::read_private_file(token, "token file");
+  ASSERT_FALSE(t);
+  EXPECT_EQ(t.error().message, "token file " + token.string() + ": is larger than 64 KiB");
+  auto config = write("config", std::string(nymph::kMaxConfigFileBytes + 1, 'x'), kPrivate);
+  auto c = nymph::read_small_file(config, "config file", nymph::kMaxConfigFileBytes);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message, "config file " + config.string() + ": is larger than 1 MiB");
 }
 
 TEST_F(Files, AtomicWriteReplacesWithTheGivenModeWhateverTheUmask) {

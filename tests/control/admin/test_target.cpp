@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <fstream>
 
@@ -105,4 +106,23 @@ TEST_F(TargetTest, PlainHttpToAHostThatIsNotLoopbackIsRefusedBeforeTheTokenIsRea
   EXPECT_FALSE(resolve_target({.token_file = token}));
   for (std::string url : {"http://127.0.0.1:8470", "http://[::1]:8470", "http://localhost:8470", "https://cp.example.org"})
     EXPECT_TRUE(resolve_target({.server = url, .token_file = token})) << url;
+}
+
+TEST_F(TargetTest, ConfigAndTokenFilesMustBeSmallRegularFiles) {
+  auto token = write("t", "nym_x");
+  auto dev = resolve_target({.token_file = token, .config = "/dev/zero"});  // toml::parse_file read it without bound
+  ASSERT_FALSE(dev);
+  EXPECT_NE(dev.error().message.find("config file /dev/zero: is not a regular file"), std::string::npos)
+      << dev.error().message;
+  auto fifo = (dir_.path() / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto f = resolve_target({.token_file = fifo});  // would block in open() without O_NONBLOCK
+  ASSERT_FALSE(f);
+  EXPECT_NE(f.error().message.find("not a regular file"), std::string::npos) << f.error().message;
+  auto c = resolve_target({.token_file = token, .config = fifo});
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("not a regular file"), std::string::npos) << c.error().message;
+  auto big = resolve_target({.token_file = write("big", std::string(100 * 1024, 'x'))});
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().message.find("is larger than 64 KiB"), std::string::npos) << big.error().message;
 }
