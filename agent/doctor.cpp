@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -18,6 +17,7 @@
 #include <boost/json.hpp>
 
 #include "common/coroutine_warning.hpp"
+#include "common/files.hpp"
 #include "common/text.hpp"
 #include "http/client.hpp"
 #include "platform/environment.hpp"
@@ -68,11 +68,10 @@ std::optional<bool> parse_systemd_bool(const std::string& value) {
   return std::nullopt;
 }
 
-std::string read_small_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
+// A logind configuration file's text; "" when it is missing or unreadable (then it sets nothing).
+std::string logind_file_text(const fs::path& p) {
+  auto text = read_small_file(p, "logind configuration", kMaxConfigFileBytes);
+  return text ? *text : std::string();
 }
 
 Check make(std::string name, Verdict v, std::string detail, std::string fix = {}) {
@@ -141,7 +140,7 @@ std::optional<bool> parse_kill_user_processes(std::string_view conf_text) {
 }
 
 std::optional<bool> effective_kill_user_processes(const fs::path& root) {
-  std::optional<bool> value = parse_kill_user_processes(read_small_file(root / "etc/systemd/logind.conf"));
+  std::optional<bool> value = parse_kill_user_processes(logind_file_text(root / "etc/systemd/logind.conf"));
   // Drop-ins: one file name overrides the same name in an earlier directory; all sorted by file name.
   std::map<std::string, fs::path> dropins;
   for (const char* dir : {"usr/lib/systemd/logind.conf.d", "usr/local/lib/systemd/logind.conf.d",
@@ -151,7 +150,7 @@ std::optional<bool> effective_kill_user_processes(const fs::path& root) {
       if (e.path().extension() == ".conf") dropins[e.path().filename().string()] = e.path();
   }
   for (const auto& [name, path] : dropins)
-    if (auto v = parse_kill_user_processes(read_small_file(path))) value = v;
+    if (auto v = parse_kill_user_processes(logind_file_text(path))) value = v;
   return value;
 }
 

@@ -1,10 +1,5 @@
 #include "agent/status_file.hpp"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include <boost/json.hpp>
 
 #include "common/files.hpp"
@@ -42,12 +37,10 @@ Result<void> write_status_file(const std::filesystem::path& path, const DaemonSt
 }
 
 Result<DaemonStatus> read_status_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) return fail("cannot read " + path.string() + ": " + std::strerror(errno));
-  std::stringstream buf;
-  buf << in.rdbuf();
+  auto text = read_small_file(path, "status file", kMaxConfigFileBytes);
+  if (!text) return text.error();
   boost::system::error_code ec;
-  auto v = json::parse(buf.str(), ec);
+  auto v = json::parse(*text, ec);
   if (ec || !v.is_object()) return fail(path.string() + " is not a status file");
   const auto& o = v.as_object();
   DaemonStatus s;

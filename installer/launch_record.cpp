@@ -5,11 +5,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <boost/json.hpp>
 
+#include "common/files.hpp"
 #include "installer/plan.hpp"
 #include "slurm/parse.hpp"
 
@@ -18,14 +17,6 @@ namespace {
 
 namespace json = boost::json;
 namespace fs = std::filesystem;
-
-Result<std::string> read_small_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail("cannot read " + path.string() + ": " + std::strerror(errno));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
 
 Result<std::string> get_string(const json::object& o, std::string_view key, bool required = true) {
   auto* v = o.if_contains(key);
@@ -123,7 +114,7 @@ Result<LaunchRecord> launch_record_from_json(const json::value& v) {
 }
 
 Result<LaunchRecord> read_launch_record(const fs::path& dir) {
-  auto text = read_small_file(dir / kLaunchFile);
+  auto text = read_small_file(dir / kLaunchFile, "launch record", kMaxConfigFileBytes);
   if (!text) return text.error();
   boost::system::error_code ec;
   auto v = json::parse(*text, ec);
@@ -176,7 +167,7 @@ Result<StatusSnapshot> parse_status(std::string_view text) {
 }
 
 Result<StatusSnapshot> read_status(const fs::path& dir) {
-  auto text = read_small_file(dir / kStatusFile);
+  auto text = read_small_file(dir / kStatusFile, "status file", kMaxConfigFileBytes);
   if (!text) return text.error();
   auto s = parse_status(*text);
   if (!s) return fail((dir / kStatusFile).string() + ": " + s.error().message);

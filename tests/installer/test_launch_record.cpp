@@ -1,9 +1,12 @@
 // launch.json round trip, status.json parsing and the state of a launch from what can be observed.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <boost/json.hpp>
 
 #include "installer/launch_record.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace nymph::installer;
 
@@ -69,6 +72,18 @@ TEST(LaunchRecord, DamagedRecordsAreErrors) {
   j["pid"] = "12";
   EXPECT_FALSE(launch_record_from_json(j));
   EXPECT_FALSE(launch_record_from_json(boost::json::value(3)));
+}
+
+TEST(LaunchRecord, AFifoOrDeviceInALaunchDirIsRefusedWithoutBlocking) {
+  nymph::test::TempDir dir("nymph-launch");
+  ASSERT_EQ(::mkfifo((dir.path() / "launch.json").c_str(), 0600), 0);  // blocked in open() before
+  auto r = read_launch_record(dir.path());
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("not a regular file"), std::string::npos) << r.error().message;
+  std::filesystem::create_symlink("/dev/zero", dir.path() / "status.json");  // grew without bound before
+  auto s = read_status(dir.path());
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("not a regular file"), std::string::npos) << s.error().message;
 }
 
 TEST(StatusFile, ParsesTheDaemonsFields) {
