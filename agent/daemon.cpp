@@ -23,6 +23,16 @@ namespace asio = boost::asio;
 using runners::JobState;
 using runners::JobUpdate;
 
+namespace {
+
+// A job's ids go into request paths and queries (/v1/jobs/{id}/events, ?lease=): both must be protocol ids.
+Result<void> check_assignment_ids(const protocol::JobAssignment& job) {
+  if (auto ok = protocol::check_id("jobId", job.job_id); !ok) return ok;
+  return protocol::check_id("leaseId", job.lease_id);
+}
+
+}  // namespace
+
 struct Daemon::Impl {
   Impl(asio::any_io_executor ex, DaemonSettings s, ControlPlane& cp, std::map<std::string, runners::Runner*> r,
        std::shared_ptr<spdlog::logger> log)
@@ -189,6 +199,11 @@ struct Daemon::Impl {
     while (!exiting) {
       auto r = co_await cp.register_worker(make_register_request());
       if (r) {
+        // The worker id goes into every later request path; the same bad id would come back on a retry.
+        if (auto ok = protocol::check_id("workerId", r->worker_id); !ok) {
+          fatal("registration refused: the control plane's reply is unusable: " + ok.error().message);
+          co_return false;
+        }
         backoff.reset();
         worker_id = r->worker_id;
         poll_hold = std::min(settings.poll_timeout,
@@ -287,7 +302,15 @@ struct Daemon::Impl {
 
   void handle_poll_reply(protocol::PollResponse reply) {
     handle_cancel_orders(reply.cancel);
-    for (auto& job : reply.jobs) start_attempt(std::move(job));
+    for (auto& job : reply.jobs) {
+      // Nothing can be reported for such a job (its id cannot go into a path): it is dropped, and the
+      // control plane gives the lease up once it expires.
+      if (auto ok = check_assignment_ids(job); !ok) {
+        log->error("dropped a job from the control plane's poll reply: {}", ok.error().message);
+        continue;
+      }
+      start_attempt(std::move(job));
+    }
     if (reply.directive) {
       log->info("control plane directive: {}", protocol::to_string(*reply.directive));
       apply(lifecycle.on_directive(to_directive(*reply.directive), Clock::now()));

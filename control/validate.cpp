@@ -8,12 +8,6 @@ namespace {
 
 std::string q(std::string_view s) { return "'" + std::string(s.substr(0, 64)) + (s.size() > 64 ? "...'" : "'"); }
 
-Result<void> id(std::string_view field, std::string_view value) {
-  if (!protocol::is_valid_id(value))
-    return fail("field '" + std::string(field) + "': " + q(value) + " is not an id (1-128 characters of [0-9A-Za-z_-])");
-  return {};
-}
-
 Result<void> name(std::string_view field, std::string_view value, const protocol::Limits& l, bool allow_empty = false) {
   if (value.empty() && !allow_empty) return fail("field '" + std::string(field) + "': must not be empty");
   if (value.size() > l.max_name)
@@ -37,8 +31,8 @@ Result<void> tag_map(std::string_view field, const std::map<std::string, std::st
 
 Result<void> refs(const std::vector<protocol::AttemptRef>& running) {
   for (const auto& a : running) {
-    if (auto r = id("running.jobId", a.job_id); !r) return r;
-    if (auto r = id("running.leaseId", a.lease_id); !r) return r;
+    if (auto r = protocol::check_id("running.jobId", a.job_id); !r) return r;
+    if (auto r = protocol::check_id("running.leaseId", a.lease_id); !r) return r;
   }
   return {};
 }
@@ -53,7 +47,7 @@ bool is_env_name(std::string_view n) {
 }
 
 Result<void> validate(const protocol::RegisterRequest& r, const protocol::Limits& l) {
-  if (auto x = id("launchId", r.launch_id); !x) return x;
+  if (auto x = protocol::check_id("launchId", r.launch_id); !x) return x;
   if (auto x = name("label", r.label, l, true); !x) return x;
   if (auto x = name("hostname", r.hostname, l); !x) return x;
   if (auto x = name("version", r.version, l, true); !x) return x;
@@ -76,7 +70,7 @@ Result<void> validate(const protocol::PollRequest& r, const protocol::Limits&) {
 }
 
 Result<void> validate(const protocol::EventRequest& r, const protocol::Limits&) {
-  if (auto x = id("leaseId", r.lease_id); !x) return x;
+  if (auto x = protocol::check_id("leaseId", r.lease_id); !x) return x;
   if (r.seq < 1) return fail("field 'seq': must be >= 1");
   if (r.at)
     if (auto t = protocol::parse_time(*r.at); !t) return fail("field 'at': " + t.error().message);

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "common/text.hpp"
+
 namespace nymph::protocol {
 
 // ---------------------------------------------------------------------------------------------------------
@@ -73,6 +75,12 @@ bool is_valid_id(std::string_view id) {
     if (!ok) return false;
   }
   return true;
+}
+
+Result<void> check_id(std::string_view field, std::string_view id) {
+  if (is_valid_id(id)) return {};
+  return fail("field '" + std::string(field) + "': '" + printable_excerpt(id, 128) +
+              "' is not an id (1-128 characters of [0-9A-Za-z_-])");
 }
 
 }  // namespace nymph::protocol

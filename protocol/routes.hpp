@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/error.hpp"
 #include "protocol/types.hpp"
 
 namespace nymph::protocol {
@@ -142,5 +143,9 @@ inline constexpr std::string_view kLogCompleteHeader = "X-Nymph-Log-Complete";  
 
 // True when `id` is 1..128 characters of [0-9A-Za-z_-] (worker, job, lease and launch ids).
 bool is_valid_id(std::string_view id);
+
+// is_valid_id for a peer's value: an Error "field 'FIELD': 'VALUE' is not an id (1-128 characters of
+// [0-9A-Za-z_-])" otherwise, the value shown with printable_excerpt (so it cannot forge a log line).
+Result<void> check_id(std::string_view field, std::string_view id);
 
 }  // namespace nymph::protocol

@@ -8,14 +8,15 @@
 #include <filesystem>
 #include <functional>
 #include <set>
+#include <sstream>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include "agent/daemon.hpp"
 #include "common/notifier.hpp"
-#include "common/logging.hpp"
 #include "tests/support/run_coro.hpp"
 
 namespace nymph::agent::daemon_test {
@@ -37,6 +38,7 @@ class FakeControlPlane final : public ControlPlane {
   int fail_next_uploads = 0;                // transient failures before uploads succeed
   std::set<std::string> fenced_leases;
   bool unauthorized = false;
+  std::string worker_id = "w1";             // what registration answers
   std::vector<protocol::CancelOrder> cancel_at_registration;
   Notifier changed;                         // notified on every call
 
@@ -50,7 +52,7 @@ class FakeControlPlane final : public ControlPlane {
     changed.notify();
     if (unauthorized) co_return CallError{CallFailure::unauthorized, "HTTP 401"};
     protocol::RegisterResponse resp;
-    resp.worker_id = "w1";
+    resp.worker_id = worker_id;
     resp.cancel = cancel_at_registration;
     co_return resp;
   }
@@ -186,6 +188,7 @@ class DaemonTest : public ::testing::Test {
   std::filesystem::path dir = std::filesystem::temp_directory_path() / ("nymph-daemon-" + std::to_string(::getpid()));
   DaemonSettings settings;
   std::unique_ptr<Daemon> daemon;
+  std::ostringstream log_text;  // what the daemon logged, one line per message
 
   void SetUp() override {
     std::filesystem::create_directories(dir);
@@ -202,7 +205,8 @@ class DaemonTest : public ::testing::Test {
   std::map<std::string, runners::Runner*> runner_map{{"process", &runner}};  // what the daemon gets
 
   Daemon& make() {
-    daemon = std::make_unique<Daemon>(ioc.get_executor(), settings, cp, runner_map, null_logger());
+    auto log = std::make_shared<spdlog::logger>("daemon", std::make_shared<spdlog::sinks::ostream_sink_st>(log_text));
+    daemon = std::make_unique<Daemon>(ioc.get_executor(), settings, cp, runner_map, log);
     return *daemon;
   }
 

@@ -128,6 +128,39 @@ TEST_F(DaemonTest, UnauthorizedExitsWithError) {
   EXPECT_TRUE(cp.polls.empty());
 }
 
+TEST_F(DaemonTest, AWorkerIdThatIsNotAnIdIsARegistrationErrorNotALoop) {
+  cp.worker_id = "../../../v1/jobs/x?y=";  // would have been polled as a path
+  auto reason = run([&]() -> asio::awaitable<void> { co_return; });
+  EXPECT_EQ(reason, ExitReason::error);
+  EXPECT_NE(daemon->exit_message().find("field 'workerId': '../../../v1/jobs/x?y=' is not an id"), std::string::npos)
+      << daemon->exit_message();
+  EXPECT_EQ(cp.registrations.size(), 1u);
+  EXPECT_TRUE(cp.polls.empty());
+  EXPECT_TRUE(cp.exits.empty());  // no exit report to a path built from it either
+}
+
+TEST_F(DaemonTest, AJobWhoseIdsAreNotIdsIsDroppedWithAnErrorAndTheOthersRun) {
+  runner.finish.insert("good");
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("job\r\nX-Injected: yes"), job("bad-lease", "L\r\nX: y"), job("good", "L3")}});
+    co_await until([&] {
+      auto states = cp.event_states("good");
+      return !states.empty() && states.back() == "succeeded";
+    });
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  EXPECT_EQ(runner.started, 1);
+  for (const auto& [job_id, e] : cp.events) EXPECT_EQ(job_id, "good");
+  for (const auto& poll : cp.polls)
+    for (const auto& held : poll.running) EXPECT_EQ(held.job_id, "good");  // the dropped ones are not held
+  auto logged = log_text.str();
+  EXPECT_NE(logged.find("field 'jobId': 'job\\r\\nX-Injected: yes' is not an id"), std::string::npos) << logged;
+  EXPECT_NE(logged.find("field 'leaseId': 'L\\r\\nX: y' is not an id"), std::string::npos) << logged;
+  EXPECT_EQ(logged.find("X-Injected: yes\n"), std::string::npos) << logged;  // no forged line
+}
+
 TEST_F(DaemonTest, KillDirectiveIsKilled) {
   auto reason = run([&]() -> asio::awaitable<void> {
     co_await until([&] { return !cp.polls.empty(); });

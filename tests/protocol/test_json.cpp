@@ -139,6 +139,16 @@ TEST(Protocol, IdsAndUlids) {
   EXPECT_EQ(p::log_put_target("job_1", p::LogStream::out, 5, "lse_1"), "/v1/jobs/job_1/logs/stdout?offset=5&lease=lse_1");
 }
 
+TEST(Protocol, CheckIdNamesTheFieldAndQuotesTheValueSafely) {
+  EXPECT_TRUE(p::check_id("jobId", "job_1"));
+  auto bad = p::check_id("jobId", "job\r\nX-Injected: yes");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message,
+            R"(field 'jobId': 'job\r\nX-Injected: yes' is not an id (1-128 characters of [0-9A-Za-z_-]))");
+  EXPECT_NE(p::check_id("workerId", std::string(1000, 'a')).error().message.find("aaa…(1000 bytes)'"),
+            std::string::npos);
+}
+
 namespace {
 
 // Decodes `text` as T and encodes it again: a canonical document (keys in table order, optionals present)
