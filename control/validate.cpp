@@ -29,6 +29,23 @@ Result<void> tag_map(std::string_view field, const std::map<std::string, std::st
   return {};
 }
 
+// What a job runs reaches execve as C strings: a NUL would silently cut the value short.
+Result<void> no_nul(const std::string& field, std::string_view value) {
+  if (value.find('\0') != std::string_view::npos) return fail("field '" + field + "': contains a NUL byte");
+  return {};
+}
+
+Result<void> no_nul_in_spec(const protocol::JobSpec& spec) {
+  if (spec.argv)
+    for (std::size_t i = 0; i < spec.argv->size(); ++i)
+      if (auto r = no_nul("argv[" + std::to_string(i) + "]", (*spec.argv)[i]); !r) return r;
+  if (spec.command)
+    if (auto r = no_nul("command", *spec.command); !r) return r;
+  for (const auto& [k, v] : spec.env)
+    if (auto r = no_nul("env." + k, v); !r) return r;
+  return {};
+}
+
 Result<void> refs(const std::vector<protocol::AttemptRef>& running) {
   for (const auto& a : running) {
     if (auto r = protocol::check_id("running.jobId", a.job_id); !r) return r;
@@ -83,6 +100,7 @@ Result<void> validate(const protocol::JobSubmission& s, const protocol::Limits& 
   if (auto x = tag_map("requiredTags", s.required_tags, l); !x) return x;
   for (const auto& [k, v] : s.spec.env)
     if (!is_env_name(k)) return fail("field 'env': " + q(k) + " is not a valid environment variable name");
+  if (auto x = no_nul_in_spec(s.spec); !x) return x;
   if (s.spec.timeout_s && !(*s.spec.timeout_s > 0)) return fail("field 'timeoutS': must be > 0");
   auto slurm = s.spec.run_config.find("slurm");
   if (slurm != s.spec.run_config.end() && !slurm->value().is_object())

@@ -121,6 +121,17 @@ Result<std::string> executable_of(const LaunchOptions& options) {
   return *found;
 }
 
+// execve takes C strings: an argument or variable with a NUL byte in it would be cut short without a word
+// ("rm -rf /important\0 --dry-run" would run without --dry-run). Values are not shown: they may be secrets.
+Result<void> check_no_nul(const LaunchOptions& options) {
+  auto has_nul = [](const std::string& s) { return s.find('\0') != std::string::npos; };
+  for (std::size_t i = 0; i < options.argv.size(); ++i)
+    if (has_nul(options.argv[i])) return fail("argv[" + std::to_string(i) + "] contains a NUL byte");
+  for (const auto& [name, value] : options.env)
+    if (has_nul(name) || has_nul(value)) return fail("an environment variable contains a NUL byte");
+  return {};
+}
+
 Result<void> check_working_dir(const std::string& dir) {
   if (dir.empty()) return {};
   struct stat st {};
@@ -178,6 +189,8 @@ Result<ChildProcess> ChildProcess::launch(const asio::any_io_executor& exec, Lau
   const std::string& program = options.argv[0];
   auto cannot = [&](const std::string& why) { return fail("cannot start " + program + ": " + why); };
 
+  if (auto ok = check_no_nul(options); !ok)  // named up to its NUL, as exec would have seen it
+    return fail("cannot start " + std::string(program.c_str()) + ": " + ok.error().message);
   auto executable = executable_of(options);
   if (!executable) return cannot(executable.error().message);
   if (auto wd = check_working_dir(options.working_dir); !wd) return cannot(wd.error().message);

@@ -73,8 +73,9 @@ struct ExitStatus {
 // while no operation is pending on it. Single-threaded: use it from the executor it was launched on.
 class ChildProcess {
  public:
-  // Starts `options.argv` on `exec`. Returns an Error naming the program and the reason (not found on PATH,
-  // exec failure such as ENOENT/EACCES, working directory, pipe or spawn failure); in that case no child
+  // Starts `options.argv` on `exec`. Returns an Error naming the program and the reason (a NUL byte in an
+  // argument or environment variable, which exec would silently cut short; not found on PATH, exec failure
+  // such as ENOENT/EACCES, working directory, pipe or spawn failure); in that case no child
   // is left behind. Never throws for those; throws std::bad_alloc only. Blocks only for the spawn itself
   // (until the child has exec'd).
   static Result<ChildProcess> launch(const boost::asio::any_io_executor& exec, LaunchOptions options);

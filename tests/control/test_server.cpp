@@ -500,6 +500,15 @@ TEST(ControlServer, BadRequestsGetClear4xxAndTheServerKeepsServing) {
   check(http::Method::post, p::jobs_path(), admin, R"({"argv":"ls"})", 400, "invalidField", "field 'argv': expected an array");
   check(http::Method::post, p::jobs_path(), admin, R"({"argv":["ls"],"maxAttempts":"2"})", 400, "invalidField", "maxAttempts");
   check(http::Method::post, p::jobs_path(), admin, R"({"argv":["ls"],"env":{"A B":"1"}})", 400, "invalidField", "'A B'");
+  // A NUL would cut the value short at execve: "rm -rf /important\0 --dry-run" ran without --dry-run.
+  check(http::Method::post, p::jobs_path(), admin, R"({"argv":["rm","-rf /important\u0000 --dry-run"]})", 400,
+        "invalidField", "field 'argv[1]': contains a NUL byte");
+  check(http::Method::post, p::jobs_path(), admin, R"({"command":"true\u0000; rm -rf /"})", 400, "invalidField",
+        "field 'command': contains a NUL byte");
+  check(http::Method::post, p::jobs_path(), admin, R"({"argv":["env"],"env":{"A":"x\u0000y"}})", 400, "invalidField",
+        "field 'env.A': contains a NUL byte");
+  check(http::Method::post, p::jobs_path(), admin, R"({"argv":["env"],"env":{"A\u0000B":"1"}})", 400, "invalidField",
+        "field 'env'");
   check(http::Method::post, p::jobs_path(), admin, std::string(40, '[') + std::string(40, ']'), 400, "invalidJson", "deeper");
   check(http::Method::post, p::jobs_path(), admin, "{\"argv\":[\"" + std::string(5 << 20, 'a') + "\"]}", 413, "bodyTooLarge");
   check(http::Method::post, p::workers_path(), agent, R"({"launchId":"x","hostname":"h","runners":[]})", 400, "invalidField", "runners");

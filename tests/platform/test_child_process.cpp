@@ -123,6 +123,18 @@ TEST_F(ChildProcessTest, MissingExecutableFailsWithoutZombieOrAtexitHandlers) {
   EXPECT_FALSE(std::filesystem::exists(tmp / "atexit-ran"));
 }
 
+TEST_F(ChildProcessTest, ANulByteInAnArgumentOrVariableIsRefusedNotCutShort) {
+  auto arg = run_coro(ioc, run_command({child_bin, std::string("--exit\0 1", 9), "0"}, minimal_env(), 5s));
+  ASSERT_FALSE(arg);
+  EXPECT_EQ(arg.error().message, "cannot start " + child_bin + ": argv[1] contains a NUL byte");
+  auto env = minimal_env();
+  env["SECRET"] = std::string("s3cr3t\0tail", 11);
+  auto var = run_coro(ioc, run_command({child_bin, "--exit", "0"}, env, 5s));
+  ASSERT_FALSE(var);
+  EXPECT_EQ(var.error().message, "cannot start " + child_bin + ": an environment variable contains a NUL byte");
+  EXPECT_TRUE(test::child_processes().empty());
+}
+
 TEST_F(ChildProcessTest, NameIsLookedUpOnTheChildsPath) {
   auto r = run_coro(ioc, run_ok({"sh", "-c", "echo found"}));
   EXPECT_EQ(r.out, "found\n");

@@ -375,6 +375,8 @@ TEST_F(ProcessRunnerTest, InvalidSpecsFail) {
   auto both = argv_job({"--exit", "0"});
   both.command = "true";
   expect_failed(both, "not both");
+  // exec would have cut the argument at the NUL: the job would have run without "--dry-run".
+  expect_failed(argv_job({"--exit", std::string("3\0 --dry-run", 12)}), "argv[2] contains a NUL byte");
   auto training = argv_job({"--exit", "0"});
   training.kind = "training";
   expect_failed(training, "training job without a profile name");
