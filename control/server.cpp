@@ -38,7 +38,7 @@ void run_server(const ServerConfig& config, std::shared_ptr<spdlog::logger> log,
   std::signal(SIGPIPE, SIG_IGN);
 
   asio::io_context ioc(1);
-  DbWorker db(Store::open(config.db_path), log);
+  DbWorker db(Store::open(config.db_path, {}, log), log);
   Service service(ioc.get_executor(), db, config.service, log);
   service.load_state();
   HttpServer http(ioc, service, *listen, log);

@@ -7,6 +7,7 @@
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "control/database_file.hpp"
 #include "control/rows.hpp"
 #include "control/schema.hpp"
 
@@ -18,7 +19,9 @@ using rows::string_map_from;
 using rows::strings_from;
 using rows::to_text;
 
-std::unique_ptr<Store> Store::open(const std::string& path, UlidGenerator ids) {
+std::unique_ptr<Store> Store::open(const std::string& path, UlidGenerator ids, std::shared_ptr<spdlog::logger> log) {
+  for (const auto& line : make_database_private(path))
+    log->warn("made the database private (it holds job environments and token hashes): {}", line);
   auto db = sql::Connection::open(path);
   db.migrate(schema_migrations());
   return std::unique_ptr<Store>(new Store(std::move(db), LogFiles(path + ".logs"), std::move(ids)));

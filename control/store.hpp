@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/logging.hpp"
 #include "common/ulid.hpp"
 #include "protocol/protocol.hpp"
 #include "control/api_error.hpp"
@@ -111,11 +112,14 @@ struct AttemptRow;
 class Store {
  public:
   // Opens (creating if needed) the database at `path` (WAL, synchronous=FULL, 5 s busy timeout) and migrates
-  // it to kSchemaVersion (control/schema.hpp). Job logs are files in the directory `<path>.logs` (created
-  // 0700 by the first upload); the database holds how many bytes of each are committed. Throws StorageError
-  // naming the file when it cannot be opened, std::runtime_error when it has a newer schema than this code.
+  // it to kSchemaVersion (control/schema.hpp). The database, -wal and -shm files are 0600 whatever the
+  // umask: a new database is created so, looser existing ones are tightened with a warning on `log`
+  // (make_database_private). Job logs are files in the directory `<path>.logs` (created 0700 by the first
+  // upload); the database holds how many bytes of each are committed. Throws StorageError naming the file
+  // when it cannot be created or opened, std::runtime_error when it has a newer schema than this code.
   // `ids` makes the worker, job and lease ids (a ULID after a prefix: wrk_, job_, lse_).
-  static std::unique_ptr<Store> open(const std::string& path, UlidGenerator ids = {});
+  static std::unique_ptr<Store> open(const std::string& path, UlidGenerator ids = {},
+                                     std::shared_ptr<spdlog::logger> log = null_logger());
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 

@@ -1,9 +1,14 @@
 // The domain store on a real file: dispatch, events, fencing, logs, lease loss, cancel, persistence.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+
+#include <spdlog/sinks/ostream_sink.h>
 
 #include "control/schema.hpp"
 #include "control/store.hpp"
@@ -78,6 +83,22 @@ class StoreTest : public ::testing::Test {
   std::string dir_, path_;
   std::unique_ptr<Store> store_;
   TokenRecord agent_{token_hash("nym_test"), "test", Role::agent, {}, false};
+};
+
+unsigned mode_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 07777;  // "missing": never a mode a test expects
+  return st.st_mode & 07777;
+}
+
+// Sets the umask for one scope.
+class Umask {
+ public:
+  explicit Umask(mode_t mask) : old_(::umask(mask)) {}
+  ~Umask() { ::umask(old_); }
+
+ private:
+  mode_t old_;
 };
 
 }  // namespace
@@ -288,4 +309,33 @@ TEST_F(StoreTest, StateSurvivesReopen) {
   EXPECT_TRUE(store_->mark_stale(w));
   EXPECT_FALSE(store_->mark_stale(w));
   EXPECT_EQ(store_->counts().workers_by_status["stale"], 1);
+}
+
+TEST_F(StoreTest, TheDatabaseItsWalShmAndLogsArePrivateWhateverTheUmask) {
+  store_.reset();
+  std::filesystem::remove(path_);
+  Umask umask(022);  // SQLite alone made c.db, -wal and -shm 0644: job environments readable by all
+  store_ = Store::open(path_);
+  std::string j = submit();
+  auto lease = poll(worker()).reply.jobs.at(0).lease_id;
+  store_->append_log(j, "stdout", lease, 0, "abc").value();
+  for (const auto& file : {path_, path_ + "-wal", path_ + "-shm", path_ + ".logs/" + j + "-1.stdout"})
+    EXPECT_EQ(mode_of(file), 0600u) << file;
+  EXPECT_EQ(mode_of(path_ + ".logs"), 0700u);
+}
+
+TEST_F(StoreTest, AnExistingDatabaseOthersCanReadIsTightenedWithAWarning) {
+  std::string j = submit();
+  store_.reset();  // the last connection removes -wal and -shm
+  ASSERT_EQ(::chmod(path_.c_str(), 0644), 0);
+  std::ofstream(path_ + "-wal").flush();  // left behind by an older version, say
+  ASSERT_EQ(::chmod((path_ + "-wal").c_str(), 0640), 0);
+  std::ostringstream logged;
+  auto log = std::make_shared<spdlog::logger>("store", std::make_shared<spdlog::sinks::ostream_sink_st>(logged));
+  store_ = Store::open(path_, {}, log);
+  EXPECT_EQ(mode_of(path_), 0600u);
+  EXPECT_EQ(mode_of(path_ + "-wal"), 0600u);
+  EXPECT_NE(logged.str().find(path_ + ": mode 0644 -> 0600"), std::string::npos) << logged.str();
+  EXPECT_NE(logged.str().find(path_ + "-wal: mode 0640 -> 0600"), std::string::npos) << logged.str();
+  EXPECT_TRUE(store_->get_job(j));  // the same database, only its mode changed
 }
