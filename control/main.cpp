@@ -25,7 +25,9 @@ struct DurationValidator : CLI::Validator {
 std::chrono::milliseconds duration_or_throw(const std::string& s) { return nymph::parse_duration(s).value(); }
 
 void add_admin_options(CLI::App* cmd, nymph::control::admin::AdminOptions& o) {
-  cmd->add_option("--server", o.server, "Control plane URL (env NYMPH_CONTROL_URL; default http://127.0.0.1:8470)");
+  cmd->add_option("--server", o.server,
+                  "Control plane URL: https://, or http:// to a loopback address only (env NYMPH_CONTROL_URL; "
+                  "default http://127.0.0.1:8470)");
   cmd->add_option("--token-file", o.token_file, "File holding an admin token (env NYMPH_CONTROL_TOKEN_FILE)");
   cmd->add_option("--ca-file", o.ca_file, "Extra CA bundle for https (env NYMPH_CONTROL_CA_FILE)");
   cmd->add_option("--config", o.config, "TOML config with url, token_file, ca_file (default ~/.config/nymph/control.toml)");
