@@ -317,8 +317,9 @@ TEST_F(StoreTest, TheDatabaseItsWalShmAndLogsArePrivateWhateverTheUmask) {
   Umask umask(022);  // SQLite alone made c.db, -wal and -shm 0644: job environments readable by all
   store_ = Store::open(path_);
   std::string j = submit();
-  auto lease = poll(worker()).reply.jobs.at(0).lease_id;
-  store_->append_log(j, "stdout", lease, 0, "abc").value();
+  std::string w = worker();
+  auto lease = poll(w).reply.jobs.at(0).lease_id;
+  store_->append_log(j, "stdout", lease, w, 0, "abc").value();
   for (const auto& file : {path_, path_ + "-wal", path_ + "-shm", path_ + ".logs/" + j + "-1.stdout"})
     EXPECT_EQ(mode_of(file), 0600u) << file;
   EXPECT_EQ(mode_of(path_ + ".logs"), 0700u);
