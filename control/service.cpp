@@ -23,15 +23,17 @@ namespace {
 // must not retry as an outage. Both are logged with the request and the exception text, which the client
 // does not get.
 HttpReply reply_for_exception(spdlog::logger& log, const HttpRequest& req) {
+  auto method = printable_excerpt(req.method, 256);
+  auto target = printable_excerpt(req.target, 256);
   try {
     throw;
   } catch (const StorageError& e) {
-    log.error("{} {}: storage unavailable: {}", req.method, req.target, e.what());
+    log.error("{} {}: storage unavailable: {}", method, target, printable_excerpt(e.what(), 1024));
     return error_reply(503, "unavailable", "storage unavailable; retry later");
   } catch (const std::exception& e) {
-    log.error("{} {}: internal error: {}", req.method, req.target, e.what());
+    log.error("{} {}: internal error: {}", method, target, printable_excerpt(e.what(), 1024));
   } catch (...) {
-    log.error("{} {}: internal error: an exception that is not a std::exception", req.method, req.target);
+    log.error("{} {}: internal error: an exception that is not a std::exception", method, target);
   }
   return error_reply(500, "internal", "internal error (the control plane's log has the details)");
 }

@@ -49,7 +49,8 @@ asio::awaitable<HttpReply> Service::submit(const HttpRequest& req) {
   auto op = [b = *body](Store& s) { return s.submit(b, wall_now()); };
   auto r = co_await db_.run(std::move(op));
   hub_.wake_one_for(r.needs);
-  log_->info("job {} submitted (runner {}, kind {})", r.job.id, r.job.runner, r.job.kind);
+  log_->info("job {} submitted (runner {}, kind {})", r.job.id, printable_excerpt(r.job.runner, 256),
+             r.job.kind);
   co_return json_reply(201, r.job);
 }
 
