@@ -168,15 +168,21 @@ asio::awaitable<HttpReply> Service::get_log(std::string job_id, std::string stre
 }
 
 asio::awaitable<HttpReply> Service::metrics() {
-  auto op = [](Store& s) { return s.counts(); };
-  auto c = co_await db_.run(std::move(op));
+  // From memory only: an unauthenticated scraper must not queue work on the one DB thread.
+  const StateCounts c = db_.gauges();
   std::string out;
   out += "# HELP nymph_workers Workers by status.\n# TYPE nymph_workers gauge\n";
-  for (const auto& [k, n] : c.workers_by_status) out += "nymph_workers{status=\"" + k + "\"} " + std::to_string(n) + "\n";
+  for (std::size_t i = 0; i < c.workers.size(); ++i) {
+    auto s = static_cast<protocol::WorkerStatus>(i);
+    out += "nymph_workers{status=\"" + std::string(protocol::to_string(s)) + "\"} " + std::to_string(c[s]) + "\n";
+  }
   out += "# HELP nymph_jobs Jobs by state.\n# TYPE nymph_jobs gauge\n";
-  for (const auto& [k, n] : c.jobs_by_state) out += "nymph_jobs{state=\"" + k + "\"} " + std::to_string(n) + "\n";
+  for (std::size_t i = 0; i < c.jobs.size(); ++i) {
+    auto s = static_cast<protocol::JobState>(i);
+    out += "nymph_jobs{state=\"" + std::string(protocol::to_string(s)) + "\"} " + std::to_string(c[s]) + "\n";
+  }
   out += "# HELP nymph_queue_depth Jobs waiting for a worker.\n# TYPE nymph_queue_depth gauge\n";
-  out += "nymph_queue_depth " + std::to_string(c.jobs_by_state["queued"]) + "\n";
+  out += "nymph_queue_depth " + std::to_string(c[protocol::JobState::queued]) + "\n";
   out += "# HELP nymph_held_polls Polls held open now.\n# TYPE nymph_held_polls gauge\n";
   out += "nymph_held_polls " + std::to_string(hub_.size()) + "\n";
   out += "# HELP nymph_held_job_waits GET /v1/jobs/{id}?waitS= requests held open now.\n"

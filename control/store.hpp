@@ -5,6 +5,7 @@
 // operation in a savepoint of a batched transaction. Operations return ApiResult for protocol errors (404,
 // 409, ...); they throw StorageError when the storage fails (an outage) and std::runtime_error or
 // std::logic_error for anything else (a corrupt row, a bug).
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -99,10 +100,18 @@ struct LiveState {
   std::vector<std::string> live_leases;
 };
 
-// Row counts for /metrics.
-struct Counts {
-  std::map<std::string, long long> workers_by_status;
-  std::map<std::string, long long> jobs_by_state;
+// Jobs by state and workers by status: the /metrics gauges, or a change of them (deltas).
+struct StateCounts {
+  std::array<std::int64_t, static_cast<std::size_t>(protocol::JobState::lost) + 1> jobs{};
+  std::array<std::int64_t, static_cast<std::size_t>(protocol::WorkerStatus::gone) + 1> workers{};
+
+  std::int64_t& operator[](protocol::JobState s) { return jobs[static_cast<std::size_t>(s)]; }
+  std::int64_t operator[](protocol::JobState s) const { return jobs[static_cast<std::size_t>(s)]; }
+  std::int64_t& operator[](protocol::WorkerStatus s) { return workers[static_cast<std::size_t>(s)]; }
+  std::int64_t operator[](protocol::WorkerStatus s) const { return workers[static_cast<std::size_t>(s)]; }
+  // Adds every count of `d`.
+  StateCounts& operator+=(const StateCounts& d);
+  friend bool operator==(const StateCounts&, const StateCounts&) = default;
 };
 
 namespace rows {
@@ -193,8 +202,12 @@ class Store {
 
   // The active workers and live leases, for the clocks after a restart.
   LiveState live_state();
-  // Workers by status and jobs by state, for /metrics.
-  Counts counts();
+  // Workers by status and jobs by state as stored now (one query), the starting point of the gauges.
+  StateCounts counts();
+  // What the operations since the last call did to counts(): each job or worker that changed state moved
+  // one count from its old state to its new one (a new row only adds, a deleted one only removes). The DB
+  // thread takes them after every operation and keeps them only when the operation is committed.
+  StateCounts take_changes();
 
  private:
   Store(sql::Connection db, LogFiles logs, UlidGenerator ids)
@@ -211,6 +224,9 @@ class Store {
                  std::vector<protocol::CancelOrder>& cancel, std::vector<std::string>& renewed);
   std::vector<protocol::JobAssignment> dispatch(const std::string& worker_id, const WorkerCaps& caps,
                                                 const std::map<std::string, int>& free, WallTime now);
+  // Record a state change for take_changes(); nullopt is "no row".
+  void job_moved(std::optional<protocol::JobState> from, std::optional<protocol::JobState> to);
+  void worker_moved(std::optional<protocol::WorkerStatus> from, std::optional<protocol::WorkerStatus> to);
   std::optional<JobNeeds> lose_attempt(const rows::AttemptRow& a, const std::string& message, WallTime now);
   std::optional<protocol::WorkerInfo> worker(const std::string& worker_id);
   std::optional<protocol::JobInfo> job(const std::string& job_id);
@@ -223,6 +239,7 @@ class Store {
   sql::Connection db_;
   LogFiles logs_;
   UlidGenerator ids_;
+  StateCounts changes_;
 };
 
 }  // namespace nymph::control

@@ -42,6 +42,7 @@ SubmitOutcome Store::submit(const protocol::JobSubmission& sub, WallTime now) {
       .bind(id, sub.runner, sub.kind, profile, to_text(sub.spec), to_text(sub.required_tags), sub.max_attempts,
             when, when)
       .run();
+  job_moved(std::nullopt, JobState::queued);
   return SubmitOutcome{*job(id), JobNeeds{sub.runner, sub.required_tags, profile}};
 }
 
@@ -87,9 +88,11 @@ ApiResult<CancelOutcome> Store::cancel_job(const std::string& job_id, WallTime n
             "updated_at=?, finished_at=? WHERE id=?")
           .bind(when, when, job_id)
           .run();
+      job_moved(JobState::queued, JobState::cancelled);
       break;
     case JobState::running:
       db_.query("UPDATE jobs SET state='cancelling', cancel_requested=1, updated_at=? WHERE id=?").bind(when, job_id).run();
+      job_moved(JobState::running, JobState::cancelling);
       out.wake_worker = j->worker_id;
       break;
     case JobState::cancelling:
@@ -110,6 +113,7 @@ std::optional<JobNeeds> Store::lose_attempt(const AttemptRow& a, const std::stri
       .bind(message, when, a.lease_id)
       .run();
   JobState next = after_lost_attempt(a.attempts_made, a.max_attempts, a.cancel_requested);
+  job_moved(a.job_state, next);
   if (next == JobState::queued) {
     db_.query("UPDATE jobs SET state='queued', current_lease=NULL, worker_id=NULL, updated_at=? WHERE id=?")
         .bind(when, a.job_id)
@@ -165,6 +169,7 @@ ApiResult<EventOutcome> Store::apply_event(const std::string& job_id, const prot
   }
   JobState next = after_event(a->job_state, ev.state);
   out.reply.job_state = next;
+  job_moved(a->job_state, next);
   if (!protocol::is_final(ev.state)) {
     db_.query("UPDATE attempts SET state=? WHERE lease_id=?").bind(protocol::to_string(attempt_state_of(ev.state)), ev.lease_id).run();
     db_.query("UPDATE jobs SET state=?, updated_at=? WHERE id=?").bind(protocol::to_string(next), when, job_id).run();

@@ -308,7 +308,56 @@ TEST_F(StoreTest, StateSurvivesReopen) {
   EXPECT_EQ(store_->read_log(j, "stdout", 0, std::nullopt, 100)->data, "abc");
   EXPECT_TRUE(store_->mark_stale(w));
   EXPECT_FALSE(store_->mark_stale(w));
-  EXPECT_EQ(store_->counts().workers_by_status["stale"], 1);
+  EXPECT_EQ(store_->counts()[p::WorkerStatus::stale], 1);
+}
+
+TEST_F(StoreTest, RecordedChangesMoveTheCountsExactlyOnEveryPath) {
+  StateCounts tracked = store_->counts();
+  auto step = [&](const char* what) {
+    tracked += store_->take_changes();
+    EXPECT_EQ(tracked, store_->counts()) << "after " << what;
+  };
+  std::string launch = nymph::test::fresh_ulid();
+  std::string w1 = worker({"process"}, {}, {}, launch);
+  std::string w2 = worker();
+  step("register");
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 5; ++i) jobs.push_back(submit("process", {}, {}, i == 2 ? 1 : 2));
+  step("submit");
+  auto got = poll(w1, {{"process", 3}}).reply.jobs;
+  ASSERT_EQ(got.size(), 3u);
+  step("dispatch");
+  store_->apply_event(jobs[0], event(got[0].lease_id, 1, p::EventState::running), now()).value();
+  step("running event");
+  store_->apply_event(jobs[0], event(got[0].lease_id, 2, p::EventState::succeeded, 0), now()).value();
+  step("final event");
+  store_->apply_event(jobs[1], event(got[1].lease_id, 1, p::EventState::lost), now()).value();
+  step("lost event (re-queued)");
+  store_->cancel_job(jobs[2], now()).value();
+  step("cancel of a running job");
+  EXPECT_TRUE(store_->expire_lease(got[2].lease_id, "expired", now()).expired);
+  step("lease expiry of a cancelling job");
+  store_->cancel_job(jobs[4], now()).value();
+  step("cancel of a queued job");
+  EXPECT_FALSE(store_->apply_event(jobs[0], event(got[0].lease_id, 3, p::EventState::failed), now()));
+  step("a refused event");
+  EXPECT_TRUE(store_->mark_stale(w2));
+  step("stale");
+  poll(w2, {{"process", 0}});
+  step("poll of a stale worker");
+  store_->worker_exit(w1, p::ExitRequest{p::ExitReason::sigterm, ""}, now()).value();
+  step("exit");
+  worker({"process"}, {}, {}, launch);
+  step("re-registration of a gone worker");
+  std::string secret = store_->create_token(Role::agent, "revoked-later", now());
+  p::RegisterRequest r;
+  r.launch_id = nymph::test::fresh_ulid();
+  r.hostname = "h";
+  r.runners = {"process"};
+  store_->register_worker(r, store_->find_token(secret).value(), now()).value();
+  step("registration with a real token");
+  store_->revoke_tokens("revoked-later", now()).value();
+  step("revocation of its token");
 }
 
 TEST_F(StoreTest, TheDatabaseItsWalShmAndLogsArePrivateWhateverTheUmask) {

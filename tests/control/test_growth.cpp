@@ -1,0 +1,216 @@
+// What an agent or an admin can make the real server keep or do: its /metrics gauges come from memory and
+// match the database after every kind of state change.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "control/sql.hpp"
+#include "http/client.hpp"
+#include "protocol/protocol.hpp"
+#include "tests/support/control_server.hpp"
+#include "tests/support/ids.hpp"
+#include "tests/support/run_coro.hpp"
+
+namespace asio = boost::asio;
+namespace p = nymph::protocol;
+namespace http = nymph::http;
+namespace sql = nymph::control::sql;
+using nymph::test::ControlServer;
+using nymph::test::run_coro;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A client of one ControlServer: plain calls that return the response, and a few protocol steps, each with the
+// credential it needs (a worker's own, issued at its registration, for its polls, events, logs and exit).
+class Client {
+ public:
+  explicit Client(const ControlServer& cp) : cp_(cp), client_(http::Client::create(ioc_.get_executor(), cp.url()).value()) {}
+
+  http::Response call(http::Method m, std::string target, const std::string& token, std::string body = {},
+                      std::string content_type = "application/json") {
+    http::Request r{m, std::move(target), std::move(body), std::move(content_type), token, 60s};
+    return run_coro(ioc_, client_.request(std::move(r))).value();
+  }
+
+  // The body of a reply that must have `status`, decoded as T.
+  template <class T>
+  T ok(unsigned status, http::Method m, std::string target, const std::string& token, std::string body = {}) {
+    auto r = call(m, target, token, std::move(body));
+    EXPECT_EQ(r.status, status) << target << ": " << r.body;
+    return p::parse_as<T>(r.body).value();
+  }
+
+  std::string register_worker(const std::string& launch) {
+    p::RegisterRequest r;
+    r.launch_id = launch;
+    r.hostname = "h";
+    r.runners = {"process"};
+    auto reply =
+        p::parse_as<p::RegisterResponse>(call(http::Method::post, p::workers_path(), agent(), p::to_json_text(r)).body)
+            .value();
+    credentials_[reply.worker_id] = reply.worker_token;
+    return reply.worker_id;
+  }
+
+  std::string submit(int max_attempts = 2) {
+    p::JobSubmission s;
+    s.spec.argv = std::vector<std::string>{"/bin/true"};
+    s.max_attempts = max_attempts;
+    return ok<p::JobInfo>(201, http::Method::post, p::jobs_path(), admin(), p::to_json_text(s)).id;
+  }
+
+  std::vector<p::JobAssignment> poll(const std::string& worker, int free) {
+    p::PollRequest r;
+    r.free = {{"process", free}};
+    auto jobs = ok<p::PollResponse>(200, http::Method::post, p::poll_path(worker), credential(worker), p::to_json_text(r)).jobs;
+    for (const auto& j : jobs) lease_worker_[j.lease_id] = worker;
+    return jobs;
+  }
+
+  unsigned event(const p::JobAssignment& a, std::int64_t seq, p::EventState state) {
+    p::EventRequest e{.lease_id = a.lease_id, .seq = seq, .state = state};
+    return call(http::Method::post, p::events_path(a.job_id), holder(a), p::to_json_text(e)).status;
+  }
+
+  unsigned exit(const std::string& worker) {
+    p::ExitRequest x{p::ExitReason::sigterm, ""};
+    return call(http::Method::post, p::exit_path(worker), credential(worker), p::to_json_text(x)).status;
+  }
+
+  p::JobInfo job(const std::string& id, const std::string& query = {}) {
+    return ok<p::JobInfo>(200, http::Method::get, p::job_path(id) + query, admin());
+  }
+
+  std::string metrics() { return call(http::Method::get, "/metrics", "").body; }
+
+  const std::string& agent() const { return cp_.agent_token(); }
+  const std::string& admin() const { return cp_.admin_token(); }
+  asio::io_context& ioc() { return ioc_; }
+  // The credential of `worker` (issued at its last registration here), and of the worker that got `a`.
+  const std::string& credential(const std::string& worker) const { return credentials_.at(worker); }
+  const std::string& holder(const p::JobAssignment& a) const { return credential(lease_worker_.at(a.lease_id)); }
+
+ private:
+  const ControlServer& cp_;
+  asio::io_context ioc_;
+  http::Client client_;
+  std::map<std::string, std::string> credentials_;   // worker id -> its credential
+  std::map<std::string, std::string> lease_worker_;  // lease id -> the worker it was handed to
+};
+
+// "jobs/queued" -> n and "workers/active" -> n for every state and status, counted in the database file.
+std::map<std::string, long long> counted_in_database(const std::string& db_path) {
+  std::map<std::string, long long> out;
+  for (auto s : {"queued", "running", "cancelling", "succeeded", "failed", "cancelled", "lost"}) out["jobs/" + std::string(s)] = 0;
+  for (auto s : {"active", "stale", "gone"}) out["workers/" + std::string(s)] = 0;
+  auto db = sql::Connection::open(db_path);
+  auto jobs = db.query("SELECT state, COUNT(*) FROM jobs GROUP BY state");
+  while (jobs.step()) out["jobs/" + jobs.text(0)] = jobs.i64(1);
+  auto workers = db.query("SELECT status, COUNT(*) FROM workers GROUP BY status");
+  while (workers.step()) out["workers/" + workers.text(0)] = workers.i64(1);
+  return out;
+}
+
+// The same keys read from a /metrics body (nymph_jobs{state="..."} and nymph_workers{status="..."}).
+std::map<std::string, long long> shown_in_metrics(const std::string& body) {
+  std::map<std::string, long long> out;
+  std::istringstream in(body);
+  for (std::string line; std::getline(in, line);) {
+    for (auto [prefix, key] : {std::pair{"nymph_jobs{state=\"", "jobs/"}, std::pair{"nymph_workers{status=\"", "workers/"}}) {
+      if (!line.starts_with(prefix)) continue;
+      auto name_end = line.find('"', std::string_view(prefix).size());
+      out[key + line.substr(std::string_view(prefix).size(), name_end - std::string_view(prefix).size())] =
+          std::stoll(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return out;
+}
+
+// The value of an unlabelled metric line "NAME VALUE".
+long long metric(const std::string& body, const std::string& name) {
+  auto at = body.find("\n" + name + " ");
+  if (at == std::string::npos) throw std::runtime_error("no metric " + name + " in:\n" + body);
+  return std::stoll(body.substr(at + name.size() + 2));
+}
+
+// Asks until `pred` holds (every 20 ms, at most 10 s); false when it never did.
+template <class Pred>
+bool eventually(asio::io_context& ioc, Pred pred) {
+  asio::steady_timer t(ioc);
+  for (int i = 0; i < 500; ++i) {
+    if (pred()) return true;
+    t.expires_after(20ms);
+    t.wait();
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST(ControlMetrics, GaugesEqualTheDatabaseAfterEveryKindOfStateChange) {
+  ControlServer cp({.poll_timeout = "200ms", .lease_ttl = "1s", .stale_after = "1s"});
+  Client c(cp);
+  std::string w1 = c.register_worker(nymph::test::fresh_ulid());
+  std::string w2 = c.register_worker(nymph::test::fresh_ulid());
+  std::string launch3 = nymph::test::fresh_ulid();
+  std::string w3 = c.register_worker(launch3);
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 6; ++i) jobs.push_back(c.submit());
+
+  auto first = c.poll(w1, 3);  // dispatch: queued -> running
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(c.event(first[0], 1, p::EventState::running), 200u);
+  EXPECT_EQ(c.event(first[0], 2, p::EventState::succeeded), 200u);
+  EXPECT_EQ(c.event(first[1], 1, p::EventState::failed), 200u);
+  EXPECT_EQ(c.event(first[2], 1, p::EventState::lost), 200u);  // re-queued
+  EXPECT_EQ(c.call(http::Method::post, p::cancel_path(jobs[3]), c.admin()).status, 200u);  // queued -> cancelled
+  auto second = c.poll(w2, 2);  // the re-queued job (attempt 2) and the next one
+  ASSERT_EQ(second.size(), 2u);
+  EXPECT_EQ(second[0].job_id, first[2].job_id);
+  EXPECT_EQ(c.call(http::Method::post, p::cancel_path(second[1].job_id), c.admin()).status, 200u);  // -> cancelling
+  EXPECT_EQ(c.event(second[1], 1, p::EventState::cancelled), 200u);
+  EXPECT_EQ(c.exit(w3), 200u);                     // -> gone
+  EXPECT_EQ(c.register_worker(launch3), w3);       // gone -> active
+  EXPECT_EQ(c.exit(w3), 200u);
+  // The lease of attempt 2 expires (its last attempt: lost), and w1 and w2 go stale; w1 polls again, then
+  // leaves, so that no clock changes anything while the counts are compared.
+  EXPECT_EQ(c.job(second[0].job_id, "?waitS=30").state, p::JobState::lost);
+  ASSERT_TRUE(eventually(c.ioc(), [&] {
+    auto list = c.ok<p::WorkerList>(200, http::Method::get, p::workers_path(), c.admin());
+    return std::count_if(list.workers.begin(), list.workers.end(),
+                         [](const auto& w) { return w.status == p::WorkerStatus::stale; }) == 2;
+  }));
+  c.poll(w1, 0);  // stale -> active
+  EXPECT_EQ(c.exit(w1), 200u);
+
+  auto expected = counted_in_database(cp.db_path());
+  EXPECT_EQ(expected["jobs/queued"], 1);  // the script did reach every state it meant to
+  EXPECT_EQ(expected["jobs/lost"], 1);
+  EXPECT_EQ(expected["workers/stale"], 1);
+  EXPECT_EQ(expected["workers/gone"], 2);
+  EXPECT_EQ(shown_in_metrics(c.metrics()), expected);
+  EXPECT_EQ(metric(c.metrics(), "nymph_queue_depth"), 1);
+  cp.restart();  // counted again at start
+  Client again(cp);
+  EXPECT_EQ(shown_in_metrics(again.metrics()), counted_in_database(cp.db_path()));
+}
+
+TEST(ControlMetrics, AScrapeRunsNothingOnTheDatabase) {
+  ControlServer cp;
+  Client c(cp);
+  c.submit();
+  std::string before = c.metrics();
+  for (int i = 0; i < 16; ++i) c.metrics();
+  std::string after = c.metrics();
+  EXPECT_EQ(metric(before, "nymph_db_operations_total"), metric(after, "nymph_db_operations_total")) << after;
+  EXPECT_EQ(metric(before, "nymph_db_commits_total"), metric(after, "nymph_db_commits_total"));
+  EXPECT_EQ(metric(after, "nymph_queue_depth"), 1);
+  c.submit();  // the counters do count real work
+  EXPECT_EQ(metric(c.metrics(), "nymph_db_operations_total"), metric(after, "nymph_db_operations_total") + 1);
+}
