@@ -56,6 +56,10 @@ int main(int argc, char** argv) {
   serve->add_option("--poll-timeout", poll_timeout, "How long a poll is held")->check(duration)->default_val("30s");
   serve->add_option("--lease-ttl", lease_ttl, "Lease lifetime without renewal")->check(duration)->default_val("90s");
   serve->add_option("--stale-after", stale_after, "No contact for this long: worker stale")->check(duration)->default_val("60s");
+  serve->add_option("--max-log-bytes-per-job", server.service.limits.max_log_bytes_per_job,
+                    "Log bytes kept per job, both streams of all its attempts (e.g. 512MiB); more get 413")
+      ->transform(CLI::AsSizeValue(false))
+      ->default_str("1GiB");
   serve->add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->default_val("info");
 
   AdminOptions admin;

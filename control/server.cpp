@@ -27,6 +27,7 @@ Result<ListenConfig> check(const ServerConfig& config) {
   const auto& s = config.service;
   if (s.poll_timeout.count() <= 0 || s.lease_ttl.count() <= 0 || s.stale_after.count() <= 0)
     return fail("--poll-timeout, --lease-ttl and --stale-after must be > 0");
+  if (s.limits.max_log_bytes_per_job == 0) return fail("--max-log-bytes-per-job must be > 0");
   if (config.db_path.empty()) return fail("--db is required");
   return listen;
 }

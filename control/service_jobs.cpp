@@ -133,8 +133,9 @@ asio::awaitable<HttpReply> Service::put_log(std::string job_id, std::string stre
   if (!offset) co_return error_reply(400, "badRequest", "query parameter 'offset' must be a non-negative integer");
   if (lease == t->params.end() || !protocol::is_valid_id(lease->second))
     co_return error_reply(400, "badRequest", "query parameter 'lease' must be a lease id");
-  auto op = [job_id, stream, worker_id, l = lease->second, o = *offset, bytes = req.body](Store& s) {
-    return s.append_log(job_id, stream, l, worker_id, o, bytes);
+  auto op = [job_id, stream, worker_id, l = lease->second, o = *offset, bytes = req.body,
+             cap = config_.limits.max_log_bytes_per_job](Store& s) {
+    return s.append_log(job_id, stream, l, worker_id, o, bytes, cap);
   };
   auto r = co_await db_.run(std::move(op));
   if (!r) co_return reply_for(r.error());

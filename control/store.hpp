@@ -187,11 +187,13 @@ class Store {
   ApiResult<EventOutcome> apply_event(const std::string& job_id, const protocol::EventRequest& ev,
                                       const std::string& worker_id, WallTime now);
   // Appends `bytes`, which start at `offset`, to `stream` of the attempt holding `lease_id`; bytes already
-  // stored are skipped. Returns the committed size. unknownJob (404); leaseLost (409); logGap (409, with
-  // expected_offset) when `offset` is past the end.
-  // forbidden (403) when the lease is not `worker_id`'s.
+  // stored are skipped. Returns the committed size. unknownJob (404); leaseLost (409); forbidden (403) when
+  // the lease is not `worker_id`'s; attemptFinished (409) once the attempt's final event is recorded; logGap
+  // (409, with expected_offset) when `offset` is past the end; logCapReached (413) when the new bytes would
+  // take the job's logs (all streams and attempts) past `max_job_bytes`. Nothing is stored on an error.
   ApiResult<std::uint64_t> append_log(const std::string& job_id, std::string_view stream, const std::string& lease_id,
-                                      const std::string& worker_id, std::uint64_t offset, std::string_view bytes);
+                                      const std::string& worker_id, std::uint64_t offset, std::string_view bytes,
+                                      std::uint64_t max_job_bytes = protocol::kLimits.max_log_bytes_per_job);
   // Up to `max_bytes` of `stream` of `attempt` (default: the job's current one) from `offset`, with the
   // committed size and whether the job is final. unknownJob (404).
   ApiResult<LogChunk> read_log(const std::string& job_id, std::string_view stream, std::uint64_t offset,
@@ -232,6 +234,8 @@ class Store {
   std::optional<protocol::JobInfo> job(const std::string& job_id);
 
   std::uint64_t log_size(const std::string& job_id, int attempt, std::string_view stream);
+  // Log bytes stored for `job_id`, every stream of every attempt.
+  std::uint64_t job_log_bytes(const std::string& job_id);
   bool has_log_chunks(const std::string& job_id, int attempt, std::string_view stream);
   std::string read_log_chunks(const std::string& job_id, int attempt, std::string_view stream, std::uint64_t offset,
                               std::size_t want);

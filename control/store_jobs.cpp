@@ -21,6 +21,11 @@ ApiError no_longer_live(const AttemptRow& a) {
   return lease_lost("lease '" + a.lease_id + "' of job '" + a.job_id + "' is no longer the job's live attempt");
 }
 
+ApiError attempt_finished(const AttemptRow& a) {
+  return conflict("attemptFinished", "attempt " + std::to_string(a.attempt) + " of job '" + a.job_id +
+                                         "' already reported its final state");
+}
+
 }  // namespace
 
 std::optional<protocol::JobInfo> Store::job(const std::string& job_id) {
@@ -144,9 +149,7 @@ ApiResult<EventOutcome> Store::apply_event(const std::string& job_id, const prot
     }
   }
   if (!a->current()) return no_longer_live(*a);
-  if (!a->live())
-    return conflict("attemptFinished", "attempt " + std::to_string(a->attempt) + " of job '" + job_id +
-                                           "' already reported its final state");
+  if (!a->live()) return attempt_finished(*a);
   std::string when = protocol::format_time(now);
   std::optional<std::string> result;
   if (ev.result) result = json::serialize(*ev.result);
@@ -201,10 +204,11 @@ LeaseExpiry Store::expire_lease(const std::string& lease_id, const std::string& 
 
 ApiResult<std::uint64_t> Store::append_log(const std::string& job_id, std::string_view stream,
                                            const std::string& lease_id, const std::string& worker_id,
-                                           std::uint64_t offset, std::string_view bytes) {
+                                           std::uint64_t offset, std::string_view bytes, std::uint64_t max_job_bytes) {
   auto a = attempt_of_job(job_id, lease_id, worker_id);
   if (!a) return a.error();
   if (!a->current()) return no_longer_live(*a);
+  if (!a->live()) return attempt_finished(*a);
   std::uint64_t size = log_size(job_id, a->attempt, stream);
   if (offset > size) {
     ApiError e = conflict("logGap", "offset " + std::to_string(offset) + " is past the " + std::to_string(size) +
@@ -216,6 +220,12 @@ ApiResult<std::uint64_t> Store::append_log(const std::string& job_id, std::strin
   std::uint64_t skip = size - offset;
   if (skip >= bytes.size()) return ApiResult<std::uint64_t>(boost::system::in_place_value, size);  // all stored already
   std::string_view tail = bytes.substr(static_cast<std::size_t>(skip));
+  if (std::uint64_t stored = job_log_bytes(job_id); stored + tail.size() > max_job_bytes)
+    return ApiError{413, "logCapReached",
+                    "job '" + job_id + "' has " + std::to_string(stored) + " bytes of logs; " +
+                        std::to_string(tail.size()) + " more would pass the cap of " + std::to_string(max_job_bytes) +
+                        " bytes per job (both streams, all attempts)",
+                    {}};
   if (has_log_chunks(job_id, a->attempt, stream)) {  // begun by a version that kept logs in the database
     db_.query("INSERT INTO log_chunks(job_id, attempt, stream, start, data) VALUES(?,?,?,?,?)")
         .bind(job_id, a->attempt, stream, size, sql::Blob{tail})
@@ -252,6 +262,13 @@ std::uint64_t Store::log_size(const std::string& job_id, int attempt, std::strin
   auto q = db_.query("SELECT size FROM log_sizes WHERE job_id=? AND attempt=? AND stream=?");
   q.bind(job_id, attempt, stream);
   return q.step() ? static_cast<std::uint64_t>(q.i64(0)) : 0;
+}
+
+std::uint64_t Store::job_log_bytes(const std::string& job_id) {
+  auto q = db_.query("SELECT COALESCE(SUM(size), 0) FROM log_sizes WHERE job_id=?");
+  q.bind(job_id);
+  q.step();
+  return static_cast<std::uint64_t>(q.i64(0));
 }
 
 bool Store::has_log_chunks(const std::string& job_id, int attempt, std::string_view stream) {

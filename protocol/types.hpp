@@ -29,6 +29,9 @@ struct Limits {
   std::size_t max_string = 2 * 1024 * 1024;     // bytes of any JSON string (job parameters may be large)
   std::size_t max_array = 10'000;               // elements of any JSON array, members of any JSON object
   std::size_t max_name = 256;                   // ids, labels, runner/profile names, tag keys and values
+  // Log bytes stored per job, both streams of all its attempts together: an upload past it gets 413
+  // logCapReached and stores nothing.
+  std::uint64_t max_log_bytes_per_job = std::uint64_t{1} << 30;
 };
 inline constexpr Limits kLimits{};
 

@@ -1,5 +1,6 @@
-// What an agent or an admin can make the real server keep or do: its /metrics gauges come from memory and
-// match the database after every kind of state change.
+// What an agent or an admin can make the real server keep or do: job logs stop at the per-job cap and at the
+// attempt's final event; its /metrics gauges come from memory and match the database after every kind of
+// state change.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -83,6 +84,11 @@ class Client {
     return call(http::Method::post, p::exit_path(worker), credential(worker), p::to_json_text(x)).status;
   }
 
+  http::Response put_log(const p::JobAssignment& a, p::LogStream stream, std::uint64_t offset, std::string bytes) {
+    return call(http::Method::put, p::log_put_target(a.job_id, stream, offset, a.lease_id), holder(a), std::move(bytes),
+                "application/octet-stream");
+  }
+
   p::JobInfo job(const std::string& id, const std::string& query = {}) {
     return ok<p::JobInfo>(200, http::Method::get, p::job_path(id) + query, admin());
   }
@@ -132,6 +138,12 @@ std::map<std::string, long long> shown_in_metrics(const std::string& body) {
   return out;
 }
 
+// The reply's status and error code, as "413 logCapReached".
+std::string outcome(const http::Response& r) {
+  auto e = p::parse_error_document(r.body);
+  return std::to_string(r.status) + (e ? " " + e->code : "");
+}
+
 // The value of an unlabelled metric line "NAME VALUE".
 long long metric(const std::string& body, const std::string& name) {
   auto at = body.find("\n" + name + " ");
@@ -152,6 +164,24 @@ bool eventually(asio::io_context& ioc, Pred pred) {
 }
 
 }  // namespace
+
+TEST(ControlLogs, UploadsPastTheJobCapAre413AndAfterTheFinalEvent409WithNothingStored) {
+  ControlServer cp({.extra_args = {"--max-log-bytes-per-job", "1KiB"}});
+  Client c(cp);
+  std::string w = c.register_worker(nymph::test::fresh_ulid());
+  c.submit();
+  auto a = c.poll(w, 1).at(0);
+  EXPECT_EQ(outcome(c.put_log(a, p::LogStream::out, 0, std::string(1000, 'o'))), "200");
+  auto over = c.put_log(a, p::LogStream::err, 0, std::string(100, 'e'));
+  EXPECT_EQ(outcome(over), "413 logCapReached");
+  EXPECT_NE(p::parse_error_document(over.body)->message.find("cap of 1024 bytes per job"), std::string::npos) << over.body;
+  EXPECT_EQ(outcome(c.put_log(a, p::LogStream::err, 0, std::string(24, 'e'))), "200");  // exactly the cap
+  EXPECT_EQ(c.event(a, 1, p::EventState::succeeded), 200u);
+  EXPECT_EQ(outcome(c.put_log(a, p::LogStream::out, 1000, "late")), "409 attemptFinished");
+  auto stored = c.call(http::Method::get, p::log_get_target(a.job_id, p::LogStream::out, 0), c.admin());
+  EXPECT_EQ(stored.body, std::string(1000, 'o'));
+  EXPECT_EQ(stored.header("X-Nymph-Log-Complete"), "true");
+}
 
 TEST(ControlMetrics, GaugesEqualTheDatabaseAfterEveryKindOfStateChange) {
   ControlServer cp({.poll_timeout = "200ms", .lease_ttl = "1s", .stale_after = "1s"});

@@ -366,8 +366,9 @@ TEST_F(StoreTest, TheDatabaseItsWalShmAndLogsArePrivateWhateverTheUmask) {
   Umask umask(022);  // SQLite alone made c.db, -wal and -shm 0644: job environments readable by all
   store_ = Store::open(path_);
   std::string j = submit();
-  auto lease = poll(worker()).reply.jobs.at(0).lease_id;
-  store_->append_log(j, "stdout", lease, 0, "abc").value();
+  std::string w = worker();
+  auto lease = poll(w).reply.jobs.at(0).lease_id;
+  store_->append_log(j, "stdout", lease, w, 0, "abc").value();
   for (const auto& file : {path_, path_ + "-wal", path_ + "-shm", path_ + ".logs/" + j + "-1.stdout"})
     EXPECT_EQ(mode_of(file), 0600u) << file;
   EXPECT_EQ(mode_of(path_ + ".logs"), 0700u);
@@ -387,4 +388,32 @@ TEST_F(StoreTest, AnExistingDatabaseOthersCanReadIsTightenedWithAWarning) {
   EXPECT_NE(logged.str().find(path_ + ": mode 0644 -> 0600"), std::string::npos) << logged.str();
   EXPECT_NE(logged.str().find(path_ + "-wal: mode 0640 -> 0600"), std::string::npos) << logged.str();
   EXPECT_TRUE(store_->get_job(j));  // the same database, only its mode changed
+}
+
+TEST_F(StoreTest, LogsStopAtTheJobCapAndAtTheAttemptsFinalEvent) {
+  std::string j = submit();
+  std::string w = worker();
+  auto lease1 = poll(w).reply.jobs.at(0).lease_id;
+  EXPECT_EQ(store_->append_log(j, "stdout", lease1, w, 0, "0123456789", 16).value(), 10u);
+  EXPECT_EQ(store_->append_log(j, "stderr", lease1, w, 0, "abcd", 16).value(), 4u);
+  auto over = store_->append_log(j, "stderr", lease1, w, 4, "efg", 16);  // 17 bytes for the job: refused whole
+  ASSERT_FALSE(over);
+  EXPECT_EQ(over.error().status, 413u);
+  EXPECT_EQ(over.error().code, "logCapReached");
+  EXPECT_NE(over.error().message.find("cap of 16 bytes per job"), std::string::npos) << over.error().message;
+  EXPECT_EQ(store_->read_log(j, "stderr", 0, std::nullopt, 100)->size, 4u);
+  EXPECT_EQ(store_->append_log(j, "stderr", lease1, w, 0, "abcd", 16).value(), 4u);  // nothing new: still fine
+  EXPECT_EQ(store_->append_log(j, "stderr", lease1, w, 4, "ef", 16).value(), 6u);    // exactly at the cap
+  // The cap is per job: a second attempt shares it.
+  store_->apply_event(j, event(lease1, 1, p::EventState::lost), now()).value();
+  auto lease2 = poll(w).reply.jobs.at(0).lease_id;
+  EXPECT_EQ(store_->append_log(j, "stdout", lease2, w, 0, "x", 16).error().code, "logCapReached");
+  // After the attempt's final event nothing more is stored.
+  store_->apply_event(j, event(lease2, 1, p::EventState::succeeded, 0), now()).value();
+  auto late = store_->append_log(j, "stdout", lease2, w, 0, "late");
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().status, 409u);
+  EXPECT_EQ(late.error().code, "attemptFinished");
+  EXPECT_EQ(store_->read_log(j, "stdout", 0, 2, 100)->size, 0u);
+  EXPECT_FALSE(std::filesystem::exists(path_ + ".logs/" + j + "-2.stdout"));
 }
