@@ -277,7 +277,7 @@ asio::awaitable<HttpReply> Service::call(AdmittedRequest& a) {
   switch (a.endpoint) {
     case Endpoint::healthz: co_return HttpReply{200, "application/json", R"({"status":"ok"})", {}};
     case Endpoint::metrics: co_return co_await metrics();
-    case Endpoint::list_workers: co_return co_await list_workers();
+    case Endpoint::list_workers: co_return co_await list_workers(req);
     case Endpoint::register_worker: co_return co_await register_worker(a.principal, req);
     case Endpoint::poll: co_return co_await poll(p.worker, req);
     case Endpoint::worker_exit: co_return co_await worker_exit(p.worker, req);
@@ -429,8 +429,16 @@ asio::awaitable<HttpReply> Service::directive(std::string worker_id, Directive d
   co_return json_reply(200, *r);
 }
 
-asio::awaitable<HttpReply> Service::list_workers() {
-  auto op = [](Store& s) { return s.list_workers(); };
+asio::awaitable<HttpReply> Service::list_workers(const HttpRequest& req) {
+  auto t = parse_target(req.target);
+  auto page = page_of(*t, kWorkersPageDefault, config_.limits.max_workers_page, config_.limits.max_page_bytes);
+  if (!page) co_return page.error();
+  std::optional<std::string> after;
+  if (auto it = t->params.find("cursor"); it != t->params.end()) {
+    if (!protocol::is_valid_id(it->second)) co_return bad_cursor();  // a worker id
+    after = it->second;
+  }
+  auto op = [after, p = *page](Store& s) { return s.list_workers(after, p); };
   auto r = co_await db_.run(std::move(op));
   co_return json_reply(200, r);
 }

@@ -122,7 +122,7 @@ class Service {
   boost::asio::awaitable<HttpReply> poll(std::string worker_id, const HttpRequest& req);
   boost::asio::awaitable<HttpReply> worker_exit(std::string worker_id, const HttpRequest& req);
   boost::asio::awaitable<HttpReply> directive(std::string worker_id, protocol::Directive d);
-  boost::asio::awaitable<HttpReply> list_workers();
+  boost::asio::awaitable<HttpReply> list_workers(const HttpRequest& req);
   boost::asio::awaitable<HttpReply> submit(const HttpRequest& req);
   boost::asio::awaitable<HttpReply> list_jobs(const HttpRequest& req);
   boost::asio::awaitable<HttpReply> get_job(std::string job_id, const HttpRequest& req);

@@ -1,4 +1,6 @@
 // The Service's job, log and metrics endpoints (the worker endpoints and routing are in service.cpp).
+#include <limits>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -57,17 +59,19 @@ asio::awaitable<HttpReply> Service::submit(const HttpRequest& req) {
 asio::awaitable<HttpReply> Service::list_jobs(const HttpRequest& req) {
   auto t = parse_target(req.target);
   std::optional<protocol::JobState> state;
-  int limit = 1000;
   if (auto it = t->params.find("state"); it != t->params.end()) {
     state = protocol::parse_job_state(it->second);
     if (!state) co_return error_reply(400, "badRequest", "unknown job state '" + it->second.substr(0, 64) + "'");
   }
-  if (auto it = t->params.find("limit"); it != t->params.end()) {
-    auto n = parse_u64(it->second);
-    if (!n || *n < 1 || *n > 10'000) co_return error_reply(400, "badRequest", "limit must be 1..10000");
-    limit = static_cast<int>(*n);
+  auto page = page_of(*t, kJobsPageDefault, config_.limits.max_jobs_page, config_.limits.max_page_bytes);
+  if (!page) co_return page.error();
+  std::optional<std::int64_t> before;
+  if (auto it = t->params.find("cursor"); it != t->params.end()) {
+    auto seq = parse_u64(it->second);  // a job's sequence number
+    if (!seq || *seq > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) co_return bad_cursor();
+    before = static_cast<std::int64_t>(*seq);
   }
-  auto op = [state, limit](Store& s) { return s.list_jobs(state, limit); };
+  auto op = [state, before, p = *page](Store& s) { return s.list_jobs(state, before, p); };
   auto r = co_await db_.run(std::move(op));
   co_return json_reply(200, r);
 }

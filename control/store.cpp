@@ -213,15 +213,16 @@ ApiResult<protocol::WorkerInfo> Store::set_directive(const std::string& worker_i
   return *w;
 }
 
-protocol::WorkerList Store::list_workers() {
-  std::vector<std::string> ids;
+protocol::WorkerList Store::list_workers(const std::optional<std::string>& after, const PageSpec& page) {
+  std::vector<std::pair<std::string, std::string>> candidates;  // the cursor of a worker is its id
   {
-    auto q = db_.query("SELECT id FROM workers ORDER BY registered_at, id");
-    while (q.step()) ids.push_back(q.text(0));
+    auto q = db_.query("SELECT id FROM workers WHERE id > COALESCE(?, '') ORDER BY id LIMIT ?");
+    q.bind(after, page.limit + 1);
+    while (q.step()) candidates.emplace_back(q.text(0), q.text(0));
   }
   protocol::WorkerList out;
-  for (const auto& id : ids)
-    if (auto w = worker(id)) out.workers.push_back(std::move(*w));
+  out.next_cursor = rows::fill_page(candidates, page.limit, page.max_bytes,
+                                    [this](const std::string& id) { return worker(id); }, out.workers);
   return out;
 }
 

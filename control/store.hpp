@@ -94,6 +94,12 @@ struct LogChunk {
   bool complete = false;                     // the job is final
 };
 
+// How large a page of a list may get.
+struct PageSpec {
+  int limit = 500;                          // items at most
+  std::size_t max_bytes = 8 * 1024 * 1024;  // ends early once the items' JSON would pass this (never empty)
+};
+
 // What the clocks must track after a restart.
 struct LiveState {
   std::vector<std::string> active_workers;
@@ -166,15 +172,19 @@ class Store {
   ApiResult<void> worker_exit(const std::string& worker_id, const protocol::ExitRequest& req, WallTime now);
   // Sets a kill or drain directive (a kill is never downgraded); returns the worker. unknownWorker (404).
   ApiResult<protocol::WorkerInfo> set_directive(const std::string& worker_id, protocol::Directive d);
-  // Every worker, oldest registration first.
-  protocol::WorkerList list_workers();
+  // One page of workers in id order (ids are ULIDs: registration order), after the worker id `after` (the
+  // previous page's next_cursor) or from the first; next_cursor is set when more follow.
+  protocol::WorkerList list_workers(const std::optional<std::string>& after = std::nullopt, const PageSpec& page = {});
   // Marks `worker_id` stale if it is active. Returns true when it changed.
   bool mark_stale(const std::string& worker_id);
 
   // Queues a job (already validated); returns it and what it needs of a worker.
   SubmitOutcome submit(const protocol::JobSubmission& sub, WallTime now);
-  // Up to `limit` jobs, newest first, only those in `state` when given (without attempts and events).
-  protocol::JobList list_jobs(std::optional<protocol::JobState> state, int limit);
+  // One page of jobs, newest first, only those in `state` when given (without attempts and events), submitted
+  // before the job whose sequence number is `before` (the previous page's next_cursor, a decimal number) or
+  // from the newest; next_cursor is set when more follow.
+  protocol::JobList list_jobs(std::optional<protocol::JobState> state, std::optional<std::int64_t> before,
+                              const PageSpec& page);
   // One job with its attempts and events. unknownJob (404).
   ApiResult<protocol::JobInfo> get_job(const std::string& job_id);
   // Cancels a queued job at once, or asks the worker of a running one to stop it (wake_worker).

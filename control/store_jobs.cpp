@@ -51,18 +51,21 @@ SubmitOutcome Store::submit(const protocol::JobSubmission& sub, WallTime now) {
   return SubmitOutcome{*job(id), JobNeeds{sub.runner, sub.required_tags, profile}};
 }
 
-protocol::JobList Store::list_jobs(std::optional<protocol::JobState> state, int limit) {
-  std::vector<std::string> ids;
+protocol::JobList Store::list_jobs(std::optional<protocol::JobState> state, std::optional<std::int64_t> before,
+                                   const PageSpec& page) {
+  std::vector<std::pair<std::string, std::string>> candidates;  // the cursor of a job is its seq
   {
-    auto q = db_.query("SELECT id FROM jobs WHERE (?1 IS NULL OR state=?1) ORDER BY seq DESC LIMIT ?2");
+    auto q = db_.query(
+        "SELECT seq, id FROM jobs WHERE (?1 IS NULL OR state=?1) AND seq < COALESCE(?2, 9223372036854775807) "
+        "ORDER BY seq DESC LIMIT ?3");
     std::optional<std::string> s;
     if (state) s = std::string(protocol::to_string(*state));
-    q.bind(s, limit);
-    while (q.step()) ids.push_back(q.text(0));
+    q.bind(s, before, page.limit + 1);
+    while (q.step()) candidates.emplace_back(std::to_string(q.i64(0)), q.text(1));
   }
   protocol::JobList out;
-  for (const auto& id : ids)
-    if (auto j = job(id)) out.jobs.push_back(std::move(*j));
+  out.next_cursor = rows::fill_page(candidates, page.limit, page.max_bytes,
+                                    [this](const std::string& id) { return job(id); }, out.jobs);
   return out;
 }
 

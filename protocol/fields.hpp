@@ -258,7 +258,8 @@ template <>
 struct Wire<JobList> {
   using S = JobList;
   static constexpr auto fields = std::tuple{
-      req("jobs", &S::jobs)};
+      req("jobs", &S::jobs),
+      opt("nextCursor", &S::next_cursor)};
 };
 template <>
 struct Wire<WorkerInfo> {
@@ -289,7 +290,8 @@ template <>
 struct Wire<WorkerList> {
   using S = WorkerList;
   static constexpr auto fields = std::tuple{
-      req("workers", &S::workers)};
+      req("workers", &S::workers),
+      opt("nextCursor", &S::next_cursor)};
 };
 template <>
 struct Wire<TokenInfo> {

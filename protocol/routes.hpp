@@ -129,6 +129,11 @@ std::string events_path(std::string_view job_id);                      // /v1/jo
 std::string cancel_path(std::string_view job_id);                      // /v1/jobs/{id}/cancel
 std::string tokens_path();                                             // /v1/tokens
 std::string revoke_path();                                             // /v1/tokens/revoke
+// GET targets of one page of a list: /v1/workers?limit=N[&cursor=C], /v1/jobs?limit=N[&state=S][&cursor=C].
+// A cursor is the previous page's nextCursor, which consists of URL-safe characters (docs/protocol.md 8.7).
+std::string workers_page_target(int limit, const std::optional<std::string>& cursor = std::nullopt);
+std::string jobs_page_target(int limit, std::optional<JobState> state = std::nullopt,
+                             const std::optional<std::string>& cursor = std::nullopt);
 // PUT target: /v1/jobs/{id}/logs/{stream}?offset=N&lease=L.
 std::string log_put_target(std::string_view job_id, LogStream stream, std::uint64_t offset,
                            std::string_view lease_id);

@@ -32,6 +32,11 @@ struct Limits {
   // Log bytes stored per job, both streams of all its attempts together: an upload past it gets 413
   // logCapReached and stores nothing.
   std::uint64_t max_log_bytes_per_job = std::uint64_t{1} << 30;
+  // Pages of GET /v1/jobs and GET /v1/workers: the largest `limit` (400 beyond), and the JSON size after which
+  // a page ends early, with a nextCursor (it always holds at least one item).
+  int max_jobs_page = 10'000;
+  int max_workers_page = 1000;
+  std::size_t max_page_bytes = 8 * 1024 * 1024;
 };
 inline constexpr Limits kLimits{};
 
@@ -276,9 +281,10 @@ struct JobInfo {
   std::vector<EventInfo> events;
 };
 
-// GET /v1/jobs
+// GET /v1/jobs: one page.
 struct JobList {
   std::vector<JobInfo> jobs;
+  std::optional<std::string> next_cursor;    // pass as `cursor` for the next page; absent on the last page
 };
 
 // One worker (GET /v1/workers).
@@ -305,9 +311,10 @@ struct WorkerInfo {
   std::vector<std::string> running_jobs;     // jobs whose current attempt is on this worker and not final
 };
 
-// GET /v1/workers
+// GET /v1/workers: one page.
 struct WorkerList {
   std::vector<WorkerInfo> workers;
+  std::optional<std::string> next_cursor;    // pass as `cursor` for the next page; absent on the last page
 };
 
 // One API token as GET /v1/tokens shows it: never the secret.

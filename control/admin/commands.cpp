@@ -5,9 +5,11 @@
 // break -Werror release builds.
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <iterator>
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json/serialize.hpp>
@@ -158,12 +160,45 @@ asio::awaitable<int> submit(AdminOptions o, SubmitOptions s) {
   co_return exit_status_of_job(std::string(protocol::to_string(done->state)), done->exit_code, done->signal);
 }
 
-asio::awaitable<int> jobs(AdminOptions o, std::optional<std::string> state, int limit) {
+// Up to `limit` jobs (newest first, in `state` when given), following the server's pages.
+asio::awaitable<Result<protocol::JobList>> all_jobs(Api& api, std::optional<protocol::JobState> state, int limit) {
+  protocol::JobList all;
+  std::optional<std::string> cursor;
+  while (static_cast<int>(all.jobs.size()) < limit) {
+    int want = std::min(limit - static_cast<int>(all.jobs.size()), protocol::kLimits.max_jobs_page);
+    auto page = co_await api.get<protocol::JobList>(http::Method::get, protocol::jobs_page_target(want, state, cursor));
+    if (!page) co_return page.error();
+    std::move(page->jobs.begin(), page->jobs.end(), std::back_inserter(all.jobs));
+    cursor = page->next_cursor;
+    if (!cursor) break;
+  }
+  all.jobs.resize(std::min<std::size_t>(all.jobs.size(), static_cast<std::size_t>(limit)));
+  co_return all;
+}
+
+// Every worker, following the server's pages.
+asio::awaitable<Result<protocol::WorkerList>> all_workers(Api& api) {
+  protocol::WorkerList all;
+  std::optional<std::string> cursor;
+  do {
+    auto page = co_await api.get<protocol::WorkerList>(http::Method::get,
+                                                       protocol::workers_page_target(protocol::kLimits.max_workers_page, cursor));
+    if (!page) co_return page.error();
+    std::move(page->workers.begin(), page->workers.end(), std::back_inserter(all.workers));
+    cursor = page->next_cursor;
+  } while (cursor);
+  co_return all;
+}
+
+asio::awaitable<int> jobs(AdminOptions o, std::optional<std::string> state_name, int limit) {
+  std::optional<protocol::JobState> state;
+  if (state_name) {
+    state = protocol::parse_job_state(*state_name);
+    if (!state) co_return report("--state: unknown job state '" + *state_name + "'");
+  }
   auto api = Api::connect(co_await asio::this_coro::executor, o);
   if (!api) co_return report(api.error().message);
-  std::string target = protocol::jobs_path() + "?limit=" + std::to_string(limit);
-  if (state) target += "&state=" + *state;
-  auto list = co_await api->get<protocol::JobList>(http::Method::get, target);
+  auto list = co_await all_jobs(*api, state, limit);
   if (!list) co_return report(list.error().message);
   if (o.json) {
     print_json(json::value_from(*list));
@@ -235,7 +270,7 @@ asio::awaitable<int> cancel(AdminOptions o, std::string id) {
 asio::awaitable<int> workers(AdminOptions o) {
   auto api = Api::connect(co_await asio::this_coro::executor, o);
   if (!api) co_return report(api.error().message);
-  auto list = co_await api->get<protocol::WorkerList>(http::Method::get, protocol::workers_path());
+  auto list = co_await all_workers(*api);
   if (!list) co_return report(list.error().message);
   if (o.json) {
     print_json(json::value_from(*list));

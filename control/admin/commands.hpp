@@ -34,7 +34,8 @@ int exit_status_of_job(const std::string& state, std::optional<int> exit_code, s
 // Submits a job and prints its id (or the job as JSON); with --wait/--follow waits for it (streaming its
 // logs under --follow) and returns exit_status_of_job.
 int cmd_submit(const AdminOptions& o, const SubmitOptions& s);
-// Lists up to `limit` jobs, newest first, only those in `state` when given.
+// Lists up to `limit` jobs, newest first, only those in `state` when given, following the server's pages (the
+// JSON output is one {"jobs": [...]} without a nextCursor).
 int cmd_jobs(const AdminOptions& o, const std::optional<std::string>& state, int limit);
 // Shows one job with its attempts and events.
 int cmd_job(const AdminOptions& o, const std::string& id);
@@ -44,7 +45,7 @@ int cmd_logs(const AdminOptions& o, const std::string& id, protocol::LogStream s
              std::optional<int> attempt);
 // Cancels a job and prints its new state.
 int cmd_cancel(const AdminOptions& o, const std::string& id);
-// Lists the workers.
+// Lists every worker, following the server's pages (the JSON output is one {"workers": [...]}).
 int cmd_workers(const AdminOptions& o);
 // Sends the directive `which` ("kill" or "drain") to a worker.
 int cmd_directive(const AdminOptions& o, const std::string& worker_id, const std::string& which);

@@ -1,5 +1,5 @@
 // What an agent or an admin can make the real server keep or do: job logs stop at the per-job cap and at the
-// attempt's final event; its /metrics gauges come from memory and match the database after every kind of
+// attempt's final event; lists come in pages (by count and by size) that the admin CLI follows; its /metrics gauges come from memory and match the database after every kind of
 // state change.
 #include <gtest/gtest.h>
 
@@ -47,11 +47,12 @@ class Client {
     return p::parse_as<T>(r.body).value();
   }
 
-  std::string register_worker(const std::string& launch) {
+  std::string register_worker(const std::string& launch, std::map<std::string, std::string> tags = {}) {
     p::RegisterRequest r;
     r.launch_id = launch;
     r.hostname = "h";
     r.runners = {"process"};
+    r.tags = std::move(tags);
     auto reply =
         p::parse_as<p::RegisterResponse>(call(http::Method::post, p::workers_path(), agent(), p::to_json_text(r)).body)
             .value();
@@ -59,9 +60,9 @@ class Client {
     return reply.worker_id;
   }
 
-  std::string submit(int max_attempts = 2) {
+  std::string submit(int max_attempts = 2, std::string arg = "-") {
     p::JobSubmission s;
-    s.spec.argv = std::vector<std::string>{"/bin/true"};
+    s.spec.argv = std::vector<std::string>{"/bin/echo", std::move(arg)};
     s.max_attempts = max_attempts;
     return ok<p::JobInfo>(201, http::Method::post, p::jobs_path(), admin(), p::to_json_text(s)).id;
   }
@@ -181,6 +182,74 @@ TEST(ControlLogs, UploadsPastTheJobCapAre413AndAfterTheFinalEvent409WithNothingS
   auto stored = c.call(http::Method::get, p::log_get_target(a.job_id, p::LogStream::out, 0), c.admin());
   EXPECT_EQ(stored.body, std::string(1000, 'o'));
   EXPECT_EQ(stored.header("X-Nymph-Log-Complete"), "true");
+}
+
+// About 3.5 MiB of tags (7000 pairs of 256-byte keys and values), as a registration may carry.
+std::map<std::string, std::string> big_tags() {
+  std::map<std::string, std::string> tags;
+  for (int i = 0; i < 7000; ++i) {
+    std::string key = std::to_string(i);
+    tags[key + std::string(256 - key.size(), 'k')] = std::string(256, 'v');
+  }
+  return tags;
+}
+
+TEST(ControlLists, WorkersAndJobsComeInPagesThatFollowEachOther) {
+  ControlServer cp;
+  Client c(cp);
+  std::vector<std::string> workers;
+  for (int i = 0; i < 5; ++i) workers.push_back(c.register_worker(nymph::test::fresh_ulid()));
+  std::sort(workers.begin(), workers.end());
+  std::vector<std::string> seen;
+  std::optional<std::string> cursor;
+  for (int pages = 0; pages < 3; ++pages) {
+    auto page = c.ok<p::WorkerList>(200, http::Method::get, p::workers_page_target(2, cursor), c.admin());
+    EXPECT_EQ(page.workers.size(), pages < 2 ? 2u : 1u);
+    for (const auto& w : page.workers) seen.push_back(w.id);
+    cursor = page.next_cursor;
+    EXPECT_EQ(cursor.has_value(), pages < 2);
+  }
+  EXPECT_EQ(seen, workers);
+  EXPECT_EQ(c.ok<p::WorkerList>(200, http::Method::get, p::workers_path(), c.admin()).workers.size(), 5u);
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 3; ++i) jobs.push_back(c.submit());
+  auto newest = c.ok<p::JobList>(200, http::Method::get, p::jobs_page_target(2), c.admin());
+  ASSERT_EQ(newest.jobs.size(), 2u);
+  EXPECT_EQ(newest.jobs[0].id, jobs[2]);
+  auto oldest = c.ok<p::JobList>(200, http::Method::get, p::jobs_page_target(2, std::nullopt, newest.next_cursor), c.admin());
+  ASSERT_EQ(oldest.jobs.size(), 1u);
+  EXPECT_EQ(oldest.jobs[0].id, jobs[0]);
+  EXPECT_FALSE(oldest.next_cursor);
+  for (std::string bad : {p::workers_path() + "?limit=0", p::workers_path() + "?limit=1001",
+                          p::workers_path() + "?cursor=no%20such", p::jobs_path() + "?limit=10001",
+                          p::jobs_path() + "?cursor=job_1"})
+    EXPECT_EQ(outcome(c.call(http::Method::get, bad, c.admin())), "400 badRequest") << bad;
+}
+
+TEST(ControlLists, ABigListIsCutBySizeAndTheAdminCliFollowsItsPages) {
+  ControlServer cp;
+  Client c(cp);
+  auto tags = big_tags();
+  for (int i = 0; i < 4; ++i) c.register_worker(nymph::test::fresh_ulid(), tags);
+  for (int i = 0; i < 5; ++i) c.submit(2, std::string((2 << 20) - 1000, 'a' + i));  // about 2 MiB each
+  auto first = c.call(http::Method::get, p::workers_path(), c.admin());
+  EXPECT_LT(first.body.size(), 8u * 1024 * 1024 + 4u * 1024 * 1024) << "one page is at most the budget plus one worker";
+  auto page = p::parse_as<p::WorkerList>(first.body).value();
+  EXPECT_LT(page.workers.size(), 4u);
+  EXPECT_TRUE(page.next_cursor);
+  auto workers = cp.admin({"workers", "--json"});
+  ASSERT_EQ(workers.exit_code, 0) << workers.err;
+  auto all_workers = p::parse_as<p::WorkerList>(workers.out).value();
+  EXPECT_EQ(all_workers.workers.size(), 4u);
+  EXPECT_FALSE(all_workers.next_cursor);
+  auto table = cp.admin({"workers"});
+  EXPECT_EQ(std::count(table.out.begin(), table.out.end(), '\n'), 5) << table.out.substr(0, 2000);  // header + 4
+  auto jobs = cp.admin({"jobs", "--json", "--limit", "4"});
+  ASSERT_EQ(jobs.exit_code, 0) << jobs.err;
+  auto listed = p::parse_as<p::JobList>(jobs.out, {.max_json_body = 64 << 20, .max_string = 4 << 20}).value();
+  ASSERT_EQ(listed.jobs.size(), 4u);
+  EXPECT_EQ(listed.jobs[0].spec.argv->at(1).front(), 'e');  // newest first
+  EXPECT_EQ(listed.jobs[3].spec.argv->at(1).front(), 'b');
 }
 
 TEST(ControlMetrics, GaugesEqualTheDatabaseAfterEveryKindOfStateChange) {

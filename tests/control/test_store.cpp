@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -416,4 +417,43 @@ TEST_F(StoreTest, LogsStopAtTheJobCapAndAtTheAttemptsFinalEvent) {
   EXPECT_EQ(late.error().code, "attemptFinished");
   EXPECT_EQ(store_->read_log(j, "stdout", 0, 2, 100)->size, 0u);
   EXPECT_FALSE(std::filesystem::exists(path_ + ".logs/" + j + "-2.stdout"));
+}
+
+TEST_F(StoreTest, ListsComeInPagesByCountAndSize) {
+  std::vector<std::string> workers;
+  for (int i = 0; i < 5; ++i) workers.push_back(worker());
+  std::sort(workers.begin(), workers.end());
+  std::vector<std::string> seen;
+  std::optional<std::string> cursor;
+  int pages = 0;
+  do {
+    auto page = store_->list_workers(cursor, PageSpec{2, 1 << 20});
+    EXPECT_LE(page.workers.size(), 2u);
+    for (const auto& w : page.workers) seen.push_back(w.id);
+    cursor = page.next_cursor;
+    ++pages;
+  } while (cursor && pages < 10);
+  EXPECT_EQ(seen, workers);  // in id order, each once
+  EXPECT_EQ(pages, 3);
+  EXPECT_FALSE(store_->list_workers(std::nullopt, PageSpec{5, 1 << 20}).next_cursor);  // exactly one full page
+  // A page ends early once its JSON would pass max_bytes, but never holds nothing.
+  auto small = store_->list_workers(std::nullopt, PageSpec{5, 1});
+  EXPECT_EQ(small.workers.size(), 1u);
+  EXPECT_EQ(small.next_cursor, workers[0]);
+
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 5; ++i) jobs.push_back(submit());
+  store_->cancel_job(jobs[1], now()).value();
+  auto newest = store_->list_jobs(std::nullopt, std::nullopt, PageSpec{3, 1 << 20});
+  ASSERT_EQ(newest.jobs.size(), 3u);
+  EXPECT_EQ(newest.jobs[0].id, jobs[4]);
+  ASSERT_TRUE(newest.next_cursor);
+  auto rest = store_->list_jobs(std::nullopt, std::stoll(*newest.next_cursor), PageSpec{3, 1 << 20});
+  ASSERT_EQ(rest.jobs.size(), 2u);
+  EXPECT_EQ(rest.jobs[0].id, jobs[1]);
+  EXPECT_EQ(rest.jobs[1].id, jobs[0]);
+  EXPECT_FALSE(rest.next_cursor);
+  auto queued = store_->list_jobs(p::JobState::queued, std::nullopt, PageSpec{10, 1 << 20});
+  EXPECT_EQ(queued.jobs.size(), 4u);
+  EXPECT_FALSE(queued.next_cursor);
 }
