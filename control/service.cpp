@@ -50,7 +50,8 @@ Service::Service(asio::any_io_executor ex, DbWorker& db, ServiceConfig config, s
       config_(config),
       log_(std::move(log)),
       liveness_(config.lease_ttl, config.stale_after),
-      clock_timer_(ex) {}
+      clock_timer_(ex),
+      purge_timer_(ex) {}
 
 void Service::load_state() {
   LiveState s = db_.run_blocking([](Store& st) { return st.live_state(); });
@@ -66,6 +67,7 @@ void Service::stop() {
   hub_.wake_all_for_shutdown();
   wake_all_job_waiters();
   clock_timer_.cancel();
+  purge_timer_.cancel();
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -292,6 +294,7 @@ asio::awaitable<HttpReply> Service::call(AdmittedRequest& a) {
     case Endpoint::put_log: co_return co_await put_log(p.job, p.stream, a.principal.worker_id, req);
     case Endpoint::list_tokens: co_return co_await list_tokens();
     case Endpoint::revoke_token: co_return co_await revoke_token(req);
+    case Endpoint::purge: co_return co_await purge_now(req);
   }
   co_return error_reply(404, "notFound", "no such endpoint");
 }

@@ -234,6 +234,58 @@ bool Store::mark_stale(const std::string& worker_id) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// Retention
+
+PurgeOutcome Store::purge(WallTime cutoff, int batch) {
+  PurgeOutcome out;
+  const std::string before = protocol::format_time(cutoff);
+  std::vector<std::pair<std::string, std::string>> jobs, workers;  // id, state or status
+  {
+    auto q = db_.query(
+        "SELECT id, state FROM jobs WHERE state IN ('succeeded','failed','cancelled','lost') AND finished_at < ? "
+        "LIMIT ?");
+    q.bind(before, batch);
+    while (q.step()) jobs.emplace_back(q.text(0), q.text(1));
+  }
+  for (const auto& [id, state] : jobs) {
+    out.log_files += delete_job(id);
+    job_moved(protocol::parse_job_state(state), std::nullopt);
+  }
+  {
+    auto q = db_.query(
+        "SELECT id, status FROM workers w WHERE status IN ('gone','stale') AND last_seen < ? AND NOT EXISTS "
+        "(SELECT 1 FROM attempts a WHERE a.worker_id=w.id AND a.state IN ('assigned','pending','running')) LIMIT ?");
+    q.bind(before, batch);
+    while (q.step()) workers.emplace_back(q.text(0), q.text(1));
+  }
+  for (const auto& [id, status] : workers) {
+    db_.query("DELETE FROM workers WHERE id=?").bind(id).run();
+    worker_moved(protocol::parse_worker_status(status), std::nullopt);
+    out.worker_ids.push_back(id);
+  }
+  out.jobs = static_cast<std::int64_t>(jobs.size());
+  out.workers = static_cast<std::int64_t>(workers.size());
+  out.more = out.jobs == batch || out.workers == batch;
+  return out;
+}
+
+std::int64_t Store::delete_job(const std::string& job_id) {
+  std::vector<std::pair<int, std::string>> streams;  // attempt, stream
+  {
+    auto q = db_.query("SELECT attempt, stream FROM log_sizes WHERE job_id=?");
+    q.bind(job_id);
+    while (q.step()) streams.emplace_back(q.i32(0), q.text(1));
+  }
+  for (const char* sql : {"DELETE FROM events WHERE job_id=?", "DELETE FROM attempts WHERE job_id=?",
+                          "DELETE FROM log_sizes WHERE job_id=?", "DELETE FROM log_chunks WHERE job_id=?",
+                          "DELETE FROM jobs WHERE id=?"})
+    db_.query(sql).bind(job_id).run();
+  std::int64_t files = 0;
+  for (const auto& [attempt, stream] : streams) files += logs_.remove(job_id, attempt, stream) ? 1 : 0;
+  return files;
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Restart and metrics
 
 LiveState Store::live_state() {

@@ -94,6 +94,15 @@ struct LogChunk {
   bool complete = false;                     // the job is final
 };
 
+// What one purge deleted.
+struct PurgeOutcome {
+  std::int64_t jobs = 0;
+  std::int64_t workers = 0;
+  std::int64_t log_files = 0;
+  std::vector<std::string> worker_ids;       // the workers deleted
+  bool more = false;                         // a batch was full: there may be more to delete
+};
+
 // How large a page of a list may get.
 struct PageSpec {
   int limit = 500;                          // items at most
@@ -212,6 +221,13 @@ class Store {
   // attempts left.
   LeaseExpiry expire_lease(const std::string& lease_id, const std::string& message, WallTime now);
 
+  // Deletes up to `batch` finished jobs (succeeded, failed, cancelled, lost) that finished before `cutoff`, with
+  // their attempts, events and logs, and up to `batch` gone or stale workers last seen before `cutoff` that
+  // hold no live attempt. The jobs' log files are removed before the commit (a purge must free space on a
+  // full disk, where a commit may need it): if the commit fails after all, the rows stay, their logs read as
+  // an outage (503), and the next purge deletes them.
+  PurgeOutcome purge(WallTime cutoff, int batch);
+
   // The active workers and live leases, for the clocks after a restart.
   LiveState live_state();
   // Workers by status and jobs by state as stored now (one query), the starting point of the gauges.
@@ -241,6 +257,8 @@ class Store {
   void worker_moved(std::optional<protocol::WorkerStatus> from, std::optional<protocol::WorkerStatus> to);
   std::optional<JobNeeds> lose_attempt(const rows::AttemptRow& a, const std::string& message, WallTime now);
   std::optional<protocol::WorkerInfo> worker(const std::string& worker_id);
+  // Deletes a job's rows and log files; returns how many files there were.
+  std::int64_t delete_job(const std::string& job_id);
   std::optional<protocol::JobInfo> job(const std::string& job_id);
 
   std::uint64_t log_size(const std::string& job_id, int attempt, std::string_view stream);

@@ -124,6 +124,8 @@ std::string cancel_path(std::string_view id) { return route_path(Endpoint::cance
 std::string tokens_path() { return route_path(Endpoint::list_tokens); }
 std::string revoke_path() { return route_path(Endpoint::revoke_token); }
 
+std::string purge_path() { return route_path(Endpoint::purge); }
+
 std::string workers_page_target(int limit, const std::optional<std::string>& cursor) {
   std::string t = workers_path() + "?limit=" + std::to_string(limit);
   if (cursor) t += "&cursor=" + *cursor;

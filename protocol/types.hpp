@@ -311,6 +311,19 @@ struct WorkerInfo {
   std::vector<std::string> running_jobs;     // jobs whose current attempt is on this worker and not final
 };
 
+// POST /v1/purge
+struct PurgeRequest {
+  std::optional<double> older_than_s;        // seconds; absent: the server's retention
+};
+
+// 200 reply to POST /v1/purge: what was deleted.
+struct PurgeResponse {
+  std::int64_t jobs = 0;                     // finished jobs, with their attempts, events and logs
+  std::int64_t workers = 0;                  // gone or stale workers holding no live attempt
+  std::int64_t log_files = 0;                // job-log files removed
+  double older_than_s = 0;                   // the age used
+};
+
 // GET /v1/workers: one page.
 struct WorkerList {
   std::vector<WorkerInfo> workers;

@@ -301,6 +301,27 @@ asio::awaitable<int> directive(AdminOptions o, std::string worker_id, std::strin
   co_return 0;
 }
 
+asio::awaitable<int> purge(AdminOptions o, std::optional<std::string> older_than) {
+  protocol::PurgeRequest req;
+  if (older_than) {
+    auto d = parse_duration(*older_than);
+    if (!d) co_return report("--older-than: " + d.error().message);
+    req.older_than_s = std::chrono::duration<double>(*d).count();
+  }
+  auto api = Api::connect(co_await asio::this_coro::executor, o);
+  if (!api) co_return report(api.error().message);
+  auto r = co_await api->get<protocol::PurgeResponse>(http::Method::post, protocol::purge_path(), protocol::to_json_text(req));
+  if (!r) co_return report(r.error().message);
+  if (o.json) print_json(json::value_from(*r));
+  else
+    std::cout << "purged " << r->jobs << " jobs (" << r->log_files << " log files) and " << r->workers
+              << " workers older than "
+              << format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::duration<double>(r->older_than_s)))
+              << "\n";
+  co_return 0;
+}
+
 }  // namespace
 
 int exit_status_of_job(const std::string& state, std::optional<int> exit_code, std::optional<int> signal) {
@@ -324,6 +345,9 @@ int cmd_logs(const AdminOptions& o, const std::string& id, protocol::LogStream s
 }
 int cmd_cancel(const AdminOptions& o, const std::string& id) { return run_sync(cancel(o, id)); }
 int cmd_workers(const AdminOptions& o) { return run_sync(workers(o)); }
+int cmd_purge(const AdminOptions& o, const std::optional<std::string>& older_than) {
+  return run_sync(purge(o, older_than));
+}
 int cmd_directive(const AdminOptions& o, const std::string& worker_id, const std::string& which) {
   return run_sync(directive(o, worker_id, which));
 }

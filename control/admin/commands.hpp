@@ -1,5 +1,6 @@
 #pragma once
-// The admin commands of nymph-control (submit, jobs, job, logs, cancel, workers, kill, drain, token create|list|revoke),
+// The admin commands of nymph-control (submit, jobs, job, logs, cancel, workers, kill, drain, purge,
+// token create|list|revoke),
 // called by its main(). Each returns the process exit status and prints errors to stderr. Where requests go
 // and with which token: control/admin/target.hpp.
 #include <optional>
@@ -47,6 +48,9 @@ int cmd_logs(const AdminOptions& o, const std::string& id, protocol::LogStream s
 int cmd_cancel(const AdminOptions& o, const std::string& id);
 // Lists every worker, following the server's pages (the JSON output is one {"workers": [...]}).
 int cmd_workers(const AdminOptions& o);
+// Asks the server to delete now the finished jobs (with their logs) and the gone or stale workers older than
+// `older_than` (duration text; absent: the server's retention) and prints how many it deleted.
+int cmd_purge(const AdminOptions& o, const std::optional<std::string>& older_than);
 // Sends the directive `which` ("kill" or "drain") to a worker.
 int cmd_directive(const AdminOptions& o, const std::string& worker_id, const std::string& which);
 // What `token create` makes.

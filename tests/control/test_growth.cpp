@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -145,6 +146,12 @@ std::string outcome(const http::Response& r) {
   return std::to_string(r.status) + (e ? " " + e->code : "");
 }
 
+// Sets `column` of the row `id` in `table` to a time long past, as if it had happened 20 years ago.
+void backdate(const ControlServer& cp, const std::string& table, const std::string& column, const std::string& id) {
+  std::string sql = "UPDATE " + table + " SET " + column + "='2006-01-01T00:00:00.000Z' WHERE id=?";
+  sql::Connection::open(cp.db_path()).query(sql.c_str()).bind(id).run();
+}
+
 // The value of an unlabelled metric line "NAME VALUE".
 long long metric(const std::string& body, const std::string& name) {
   auto at = body.find("\n" + name + " ");
@@ -250,6 +257,79 @@ TEST(ControlLists, ABigListIsCutBySizeAndTheAdminCliFollowsItsPages) {
   ASSERT_EQ(listed.jobs.size(), 4u);
   EXPECT_EQ(listed.jobs[0].spec.argv->at(1).front(), 'e');  // newest first
   EXPECT_EQ(listed.jobs[3].spec.argv->at(1).front(), 'b');
+}
+
+TEST(ControlRetention, PurgeDeletesOldFinishedJobsWithTheirLogFilesAndOldGoneWorkersOnly) {
+  ControlServer cp({.poll_timeout = "200ms"});  // the default retention: 30 days
+  Client c(cp);
+  std::string active = c.register_worker(nymph::test::fresh_ulid());
+  std::string gone = c.register_worker(nymph::test::fresh_ulid());
+  EXPECT_EQ(c.exit(gone), 200u);
+  c.submit();
+  c.submit();
+  auto got = c.poll(active, 2);
+  ASSERT_EQ(got.size(), 2u);
+  const auto& old = got[0];
+  EXPECT_EQ(outcome(c.put_log(old, p::LogStream::out, 0, "out")), "200");
+  EXPECT_EQ(outcome(c.put_log(old, p::LogStream::err, 0, "err")), "200");
+  EXPECT_EQ(c.event(old, 1, p::EventState::succeeded), 200u);
+  EXPECT_EQ(c.event(got[1], 1, p::EventState::failed), 200u);
+  std::string queued = c.submit();
+  backdate(cp, "jobs", "finished_at", old.job_id);
+  backdate(cp, "jobs", "created_at", queued);
+  backdate(cp, "workers", "last_seen", gone);
+  backdate(cp, "workers", "last_seen", active);
+  std::filesystem::path logs = cp.db_path() + ".logs";
+  ASSERT_TRUE(std::filesystem::exists(logs / (old.job_id + "-1.stdout")));
+
+  auto r = cp.admin({"purge"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "purged 1 jobs (2 log files) and 1 workers older than 30d\n");
+  EXPECT_EQ(outcome(c.call(http::Method::get, p::job_path(old.job_id), c.admin())), "404 unknownJob");
+  EXPECT_FALSE(std::filesystem::exists(logs / (old.job_id + "-1.stdout")));
+  EXPECT_FALSE(std::filesystem::exists(logs / (old.job_id + "-1.stderr")));
+  EXPECT_EQ(c.job(got[1].job_id).state, p::JobState::failed);  // finished, but recently
+  EXPECT_EQ(c.job(queued).state, p::JobState::queued);          // old, but not finished
+  auto workers = c.ok<p::WorkerList>(200, http::Method::get, p::workers_path(), c.admin()).workers;
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].id, active);  // not seen for long, but active
+  EXPECT_EQ(shown_in_metrics(c.metrics()), counted_in_database(cp.db_path()));
+  EXPECT_NE(cp.log().find("purged 1 finished jobs (2 log files) and 1 gone or stale workers older than 30d"),
+            std::string::npos)
+      << cp.log();
+  // An explicit age, and JSON.
+  auto now = cp.admin({"purge", "--older-than", "0s", "--json"});
+  ASSERT_EQ(now.exit_code, 0) << now.err;
+  auto all = p::parse_as<p::PurgeResponse>(now.out).value();
+  EXPECT_EQ(all.jobs, 1);
+  EXPECT_EQ(all.workers, 0);
+  EXPECT_EQ(all.older_than_s, 0);
+  EXPECT_EQ(c.job(queued).state, p::JobState::queued);
+  EXPECT_EQ(outcome(c.call(http::Method::post, p::purge_path(), c.agent(), "{}")), "403 forbidden");
+  EXPECT_EQ(outcome(c.call(http::Method::post, p::purge_path(), c.admin(), R"({"olderThanS":-1})")), "400 invalidField");
+}
+
+TEST(ControlRetention, TheServerPurgesByItselfEveryIntervalUnlessToldToKeepEverything) {
+  ControlServer cp({.extra_args = {"--retention", "1d", "--purge-interval", "100ms"}});
+  Client c(cp);
+  std::string w = c.register_worker(nymph::test::fresh_ulid());
+  c.submit();
+  auto a = c.poll(w, 1).at(0);
+  EXPECT_EQ(c.event(a, 1, p::EventState::succeeded), 200u);
+  std::string queued = c.submit();
+  backdate(cp, "jobs", "finished_at", a.job_id);
+  backdate(cp, "jobs", "created_at", queued);
+  EXPECT_TRUE(eventually(c.ioc(), [&] {
+    return c.call(http::Method::get, p::job_path(a.job_id), c.admin()).status == 404;
+  }));
+  EXPECT_EQ(c.job(queued).state, p::JobState::queued);
+
+  ControlServer keep({.extra_args = {"--retention", "never"}});
+  Client k(keep);
+  auto refused = k.call(http::Method::post, p::purge_path(), k.admin(), "{}");
+  EXPECT_EQ(outcome(refused), "400 badRequest");
+  EXPECT_NE(refused.body.find("olderThanS"), std::string::npos) << refused.body;
+  EXPECT_EQ(outcome(k.call(http::Method::post, p::purge_path(), k.admin(), R"({"olderThanS":60})")), "200");
 }
 
 TEST(ControlMetrics, GaugesEqualTheDatabaseAfterEveryKindOfStateChange) {

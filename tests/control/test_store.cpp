@@ -359,6 +359,9 @@ TEST_F(StoreTest, RecordedChangesMoveTheCountsExactlyOnEveryPath) {
   step("registration with a real token");
   store_->revoke_tokens("revoked-later", now()).value();
   step("revocation of its token");
+  store_->worker_exit(w1, p::ExitRequest{p::ExitReason::sigterm, ""}, now()).value();
+  EXPECT_GT(store_->purge(now() + std::chrono::hours(1), 100).jobs, 0);
+  step("purge");
 }
 
 TEST_F(StoreTest, TheDatabaseItsWalShmAndLogsArePrivateWhateverTheUmask) {
@@ -456,4 +459,57 @@ TEST_F(StoreTest, ListsComeInPagesByCountAndSize) {
   auto queued = store_->list_jobs(p::JobState::queued, std::nullopt, PageSpec{10, 1 << 20});
   EXPECT_EQ(queued.jobs.size(), 4u);
   EXPECT_FALSE(queued.next_cursor);
+}
+
+TEST_F(StoreTest, PurgeDeletesOldFinishedJobsWithTheirLogsAndOldGoneOrStaleWorkersOnly) {
+  const WallTime old = now() - std::chrono::hours(24 * 40), cutoff = now() - std::chrono::hours(24 * 30);
+  std::string live_launch = nymph::test::fresh_ulid();
+  std::string w = worker({"process"}, {}, {}, live_launch);
+  std::string old_job = submit(), new_job = submit(), running = submit();
+  auto got = poll(w, {{"process", 3}}).reply.jobs;
+  ASSERT_EQ(got.size(), 3u);
+  store_->append_log(old_job, "stdout", got[0].lease_id, 0, "out").value();
+  store_->append_log(old_job, "stderr", got[0].lease_id, 0, "err").value();
+  store_->apply_event(old_job, event(got[0].lease_id, 1, p::EventState::succeeded, 0), old).value();
+  store_->apply_event(new_job, event(got[1].lease_id, 1, p::EventState::failed, 1), now()).value();
+  std::string queued = submit();
+  // Workers: one gone and one stale long ago, one gone long ago that still holds a live attempt (`running`),
+  // and an active one not seen for long.
+  p::ExitRequest bye{p::ExitReason::sigterm, ""};
+  std::string gone = worker();
+  store_->worker_exit(gone, bye, old).value();
+  p::RegisterRequest r;
+  r.launch_id = nymph::test::fresh_ulid();
+  r.hostname = "h";
+  r.runners = {"process"};
+  std::string stale = store_->register_worker(r, old).value().reply.worker_id;
+  EXPECT_TRUE(store_->mark_stale(stale));
+  store_->worker_exit(w, bye, old).value();
+  r.launch_id = nymph::test::fresh_ulid();
+  std::string quiet = store_->register_worker(r, old).value().reply.worker_id;
+
+  auto purged = store_->purge(cutoff, 100);
+  EXPECT_EQ(purged.jobs, 1);
+  EXPECT_EQ(purged.log_files, 2);
+  EXPECT_EQ(purged.workers, 2);
+  EXPECT_FALSE(purged.more);
+  EXPECT_EQ(store_->get_job(old_job).error().code, "unknownJob");
+  EXPECT_FALSE(std::filesystem::exists(path_ + ".logs/" + old_job + "-1.stdout"));
+  EXPECT_FALSE(std::filesystem::exists(path_ + ".logs/" + old_job + "-1.stderr"));
+  for (const auto& kept : {new_job, running, queued}) EXPECT_TRUE(store_->get_job(kept)) << kept;
+  std::vector<std::string> left;
+  for (const auto& x : store_->list_workers().workers) left.push_back(x.id);
+  std::sort(left.begin(), left.end());
+  std::vector<std::string> expected{w, quiet};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(left, expected);
+  // In batches: a full batch says there may be more.
+  store_->apply_event(running, event(got[2].lease_id, 1, p::EventState::succeeded, 0), old).value();
+  const WallTime later = now() + std::chrono::hours(1);
+  auto first = store_->purge(later, 1);
+  EXPECT_EQ(first.jobs, 1);
+  EXPECT_TRUE(first.more);
+  EXPECT_EQ(store_->purge(later, 1).jobs, 1);
+  EXPECT_EQ(store_->purge(later, 1).jobs, 0);
+  EXPECT_TRUE(store_->get_job(queued));
 }
