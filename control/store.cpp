@@ -239,25 +239,22 @@ bool Store::mark_stale(const std::string& worker_id) {
 PurgeOutcome Store::purge(WallTime cutoff, int batch) {
   PurgeOutcome out;
   const std::string before = protocol::format_time(cutoff);
-  std::vector<std::pair<std::string, std::string>> jobs, workers;  // id, state or status
-  {
-    auto q = db_.query(
-        "SELECT id, state FROM jobs WHERE state IN ('succeeded','failed','cancelled','lost') AND finished_at < ? "
-        "LIMIT ?");
+  auto select = [&](const char* sql) {
+    std::vector<std::pair<std::string, std::string>> found;  // id, state or status
+    auto q = db_.query(sql);
     q.bind(before, batch);
-    while (q.step()) jobs.emplace_back(q.text(0), q.text(1));
-  }
+    while (q.step()) found.emplace_back(q.text(0), q.text(1));
+    return found;
+  };
+  auto jobs = select(
+      "SELECT id, state FROM jobs WHERE state IN ('succeeded','failed','cancelled','lost') AND finished_at < ? LIMIT ?");
   for (const auto& [id, state] : jobs) {
     out.log_files += delete_job(id);
     job_moved(protocol::parse_job_state(state), std::nullopt);
   }
-  {
-    auto q = db_.query(
-        "SELECT id, status FROM workers w WHERE status IN ('gone','stale') AND last_seen < ? AND NOT EXISTS "
-        "(SELECT 1 FROM attempts a WHERE a.worker_id=w.id AND a.state IN ('assigned','pending','running')) LIMIT ?");
-    q.bind(before, batch);
-    while (q.step()) workers.emplace_back(q.text(0), q.text(1));
-  }
+  auto workers = select(
+      "SELECT id, status FROM workers w WHERE status IN ('gone','stale') AND last_seen < ? AND NOT EXISTS "
+      "(SELECT 1 FROM attempts a WHERE a.worker_id=w.id AND a.state IN ('assigned','pending','running')) LIMIT ?");
   for (const auto& [id, status] : workers) {
     db_.query("DELETE FROM workers WHERE id=?").bind(id).run();
     worker_moved(protocol::parse_worker_status(status), std::nullopt);
