@@ -24,6 +24,8 @@ enum class CallFailure {
   worker_unknown, // 404 for the worker: re-register with the same launchId
   fenced,         // 409 on an event/log: the lease is no longer current, stop that attempt
   log_gap,        // 409 on a log upload: the server expects `expected_offset`
+  closed,         // 409 attemptFinished, 413 logCapReached: the attempt takes no more events, or its job no more
+                  // log bytes; drop the upload and, for a log, the rest of that stream
   rejected,       // another 4xx, or 500 (a server bug): the request itself is refused; not retried as is
 };
 

@@ -36,6 +36,16 @@ void on_upload_failure(Attempt& a, const Upload& u, const CallError& err, spdlog
         a.fenced = true;
       }
       break;
+    case CallFailure::closed:
+      if (u.kind == Upload::Kind::log) {
+        // Logged once per stream: nothing more of it is queued, so no upload of it comes back here.
+        log.warn("job {}: the control plane takes no more {} ({}); dropping the rest of it", a.job_id,
+                 protocol::to_string(to_log_stream(u.stream)), err.message);
+        a.outbox.close_stream(u.stream);
+        a.drained.notify();
+        break;
+      }
+      [[fallthrough]];
     case CallFailure::rejected:
     case CallFailure::worker_unknown:
       log.error("job {}: dropping an upload the control plane rejects: {}", a.job_id, err.message);

@@ -26,7 +26,8 @@ struct DeliveryContext {
 // (fenced, detached, abandoned), or its run ended without a final event; transient failures are retried
 // with backoff for as long as it takes. A lost lease (or a log offset this agent no longer has) fences
 // the attempt, and a lost lease also stops its run (StopReason::lease_lost); an upload the control plane
-// rejects is dropped. Returns the control plane's message when it refused the agent's token (the caller
+// rejects is dropped, and a log stream it takes no more of (its log cap, or the attempt is final) is closed
+// with one warning: the rest of that stream is dropped, the events still go. Returns the control plane's message when it refused the agent's token (the caller
 // must stop the agent and give the attempt up), nullopt otherwise. Cancelled only with the io_context.
 boost::asio::awaitable<std::optional<std::string>> deliver(Attempt& a, DeliveryContext ctx);
 

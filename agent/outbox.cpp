@@ -24,6 +24,7 @@ std::int64_t AttemptOutbox::push_event(runners::JobUpdate update, std::chrono::s
 
 void AttemptOutbox::push_output(runners::Stream stream, std::uint64_t offset, std::string_view bytes) {
   auto& b = buffer(stream);
+  if (b.closed) return;
   if (offset > b.end()) throw std::logic_error("gap in job output offsets");
   std::uint64_t skip = b.end() - offset;
   if (skip >= bytes.size()) return;
@@ -36,6 +37,12 @@ void AttemptOutbox::push_output(runners::Stream stream, std::uint64_t offset, st
     back.append(bytes.substr(0, n));
     bytes.remove_prefix(n);
   }
+}
+
+void AttemptOutbox::close_stream(runners::Stream stream) {
+  auto& b = buffer(stream);
+  b.drop(b.size);
+  b.closed = true;
 }
 
 void AttemptOutbox::StreamBuffer::drop(std::size_t n) {

@@ -49,6 +49,10 @@ class AttemptOutbox {
   // queued or delivered are dropped (an overlap), a gap is a bug in the producer and throws std::logic_error.
   void push_output(runners::Stream stream, std::uint64_t offset, std::string_view bytes);
 
+  // The control plane takes no more bytes of `stream` (its job's log cap, or the attempt is final): drops
+  // what is queued of it; bytes pushed later are dropped at once. Events are not affected.
+  void close_stream(runners::Stream stream);
+
   // Log bytes queued but not yet acknowledged, both streams.
   std::size_t buffered_bytes() const { return out_.size + err_.size; }
 
@@ -80,6 +84,7 @@ class AttemptOutbox {
     std::deque<std::string> chunks;  // pending bytes; the first front_skip bytes of chunks.front() are acked
     std::size_t front_skip = 0;
     std::size_t size = 0;            // pending bytes in all chunks
+    bool closed = false;             // close_stream(): nothing more is queued
     std::uint64_t end() const { return acked + size; }
     // Drops the first `n` pending bytes (n <= size) and counts them as acknowledged.
     void drop(std::size_t n);

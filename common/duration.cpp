@@ -32,6 +32,7 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
 
 std::string format_duration(std::chrono::milliseconds d) {
   auto ms = d.count();
+  if (ms % 86'400'000 == 0 && ms != 0) return std::to_string(ms / 86'400'000) + "d";
   if (ms % 3'600'000 == 0 && ms != 0) return std::to_string(ms / 3'600'000) + "h";
   if (ms % 60'000 == 0 && ms != 0) return std::to_string(ms / 60'000) + "m";
   if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";

@@ -12,7 +12,7 @@ namespace nymph {
 // (no unit means seconds). Returns an Error naming the bad text on failure; never throws.
 Result<std::chrono::milliseconds> parse_duration(std::string_view text);
 
-// Formats a duration the way parse_duration reads it back ("1500ms", "30s", "5m").
+// Formats a duration the way parse_duration reads it back ("1500ms", "30s", "5m", "30d").
 std::string format_duration(std::chrono::milliseconds d);
 
 }  // namespace nymph

@@ -3,7 +3,12 @@
 namespace nymph::control {
 
 DbWorker::DbWorker(std::unique_ptr<Store> store, std::shared_ptr<spdlog::logger> log)
-    : store_(std::move(store)), log_(std::move(log)), thread_([this] { loop(); }) {}
+    : store_(std::move(store)), log_(std::move(log)), gauges_(store_->counts()), thread_([this] { loop(); }) {}
+
+StateCounts DbWorker::gauges() const {
+  std::lock_guard lock(gauges_mutex_);
+  return gauges_;
+}
 
 DbWorker::~DbWorker() {
   {
@@ -37,12 +42,15 @@ void DbWorker::loop() {
 
 void DbWorker::run_batch(std::deque<std::unique_ptr<OpBase>>& batch) {
   std::exception_ptr commit_error;
+  StateCounts changes;  // of the operations kept
   try {
     store_->exec("BEGIN IMMEDIATE");
     try {
       for (auto& op : batch) {
         store_->exec("SAVEPOINT op");
         bool keep = op->execute(*store_);
+        StateCounts op_changes = store_->take_changes();
+        if (keep) changes += op_changes;
         store_->exec(keep ? "RELEASE op" : "ROLLBACK TO op; RELEASE op");
       }
       store_->exec("COMMIT");
@@ -63,6 +71,10 @@ void DbWorker::run_batch(std::deque<std::unique_ptr<OpBase>>& batch) {
       log_->error("database batch of {} operations failed: {}", batch.size(), e.what());
     }
   } else {
+    {
+      std::lock_guard lock(gauges_mutex_);
+      gauges_ += changes;
+    }
     committed_ops_ += batch.size();
     ++batches_;
   }

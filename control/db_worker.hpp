@@ -2,7 +2,9 @@
 // The DB thread: runs Store operations off the io_context, in batches. Operations queued while a batch runs
 // form the next batch: one transaction, one savepoint per operation (an operation that throws or returns an
 // error is rolled back alone), one COMMIT (fsync) for all of them, and only then are their callers resumed.
-// So everything a caller acknowledges after `co_await run(...)` is durable.
+// So everything a caller acknowledges after `co_await run(...)` is durable. It also keeps the state gauges
+// (jobs by state, workers by status) in memory: counted once at start, then moved by what each committed
+// operation changed (Store::take_changes), so reading them costs no database work.
 #include <condition_variable>
 #include <atomic>
 #include <deque>
@@ -29,7 +31,8 @@ namespace nymph::control {
 
 class DbWorker {
  public:
-  // Starts the DB thread owning `store`.
+  // Counts the store's jobs and workers (the gauges' starting point; throws as Store::counts), then starts
+  // the DB thread owning `store`.
   DbWorker(std::unique_ptr<Store> store, std::shared_ptr<spdlog::logger> log);
   // Runs what is queued, then joins the thread.
   ~DbWorker();
@@ -70,6 +73,9 @@ class DbWorker {
   // Operations committed so far and batches used (for metrics and the bench).
   std::uint64_t committed_ops() const { return committed_ops_.load(); }
   std::uint64_t batches() const { return batches_.load(); }
+  // Jobs by state and workers by status as committed so far (equal to Store::counts() between batches).
+  // Any thread; takes a lock for the copy, runs nothing on the DB thread.
+  StateCounts gauges() const;
 
  private:
   struct OpBase {
@@ -143,6 +149,8 @@ class DbWorker {
 
   std::unique_ptr<Store> store_;
   std::shared_ptr<spdlog::logger> log_;
+  mutable std::mutex gauges_mutex_;
+  StateCounts gauges_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::unique_ptr<OpBase>> queue_;

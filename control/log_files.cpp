@@ -82,4 +82,11 @@ std::string LogFiles::read(const std::string& job_id, int attempt, std::string_v
   return out;
 }
 
+bool LogFiles::remove(const std::string& job_id, int attempt, std::string_view stream) const {
+  auto file = path(job_id, attempt, stream);
+  if (::unlink(file.c_str()) == 0) return true;
+  if (errno == ENOENT) return false;
+  throw_io(file, "cannot remove");
+}
+
 }  // namespace nymph::control

@@ -3,7 +3,8 @@
 // directory. The store writes an upload here (pwrite, fdatasync, and a directory fsync for a new file or
 // directory) *before* it commits the new size in the database: a committed size never counts bytes that are
 // not on disk, and bytes past it (an upload whose commit never happened) are overwritten by the next write.
-// Synchronous, for the DB thread only. I/O failures throw StorageError naming the file.
+// Synchronous, for the DB thread only. I/O failures throw StorageError naming the file. A purge removes the
+// files of the jobs it deletes.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -30,6 +31,9 @@ class LogFiles {
   // the file does not exist.
   std::string read(const std::string& job_id, int attempt, std::string_view stream, std::uint64_t offset,
                    std::size_t n) const;
+
+  // Removes that file; returns false when there was none. Throws StorageError when it cannot be removed.
+  bool remove(const std::string& job_id, int attempt, std::string_view stream) const;
 
   const std::filesystem::path& dir() const { return dir_; }
 

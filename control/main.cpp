@@ -24,6 +24,21 @@ struct DurationValidator : CLI::Validator {
 
 std::chrono::milliseconds duration_or_throw(const std::string& s) { return nymph::parse_duration(s).value(); }
 
+// A retention: a duration, or "never" (0: keep everything).
+constexpr const char* kNever = "never";
+CLI::Validator retention_validator() {
+  return CLI::Validator(
+      [](std::string& s) {
+        if (s == kNever) return std::string();
+        auto d = nymph::parse_duration(s);
+        return d ? std::string() : d.error().message;
+      },
+      "DURATION|never");
+}
+std::chrono::milliseconds retention_or_throw(const std::string& s) {
+  return s == kNever ? std::chrono::milliseconds(0) : duration_or_throw(s);
+}
+
 void add_admin_options(CLI::App* cmd, nymph::control::admin::AdminOptions& o) {
   cmd->add_option("--server", o.server,
                   "Control plane URL: https://, or http:// to a loopback address only (env NYMPH_CONTROL_URL; "
@@ -47,6 +62,7 @@ int main(int argc, char** argv) {
   // serve
   ServerConfig server;
   std::string poll_timeout = "30s", lease_ttl = "90s", stale_after = "60s", log_level = "info";
+  std::string retention = "30d", purge_interval = "1h";
   auto* serve = app.add_subcommand("serve", "Serve the /v1 protocol over HTTP(S) with a SQLite database");
   serve->add_option("--listen", server.listen, "HOST:PORT to listen on (port 0: any)")->default_val("127.0.0.1:8470");
   serve->add_option("--db", server.db_path, "SQLite database file (created if missing)")->required();
@@ -56,6 +72,17 @@ int main(int argc, char** argv) {
   serve->add_option("--poll-timeout", poll_timeout, "How long a poll is held")->check(duration)->default_val("30s");
   serve->add_option("--lease-ttl", lease_ttl, "Lease lifetime without renewal")->check(duration)->default_val("90s");
   serve->add_option("--stale-after", stale_after, "No contact for this long: worker stale")->check(duration)->default_val("60s");
+  serve->add_option("--max-log-bytes-per-job", server.service.limits.max_log_bytes_per_job,
+                    "Log bytes kept per job, both streams of all its attempts (e.g. 512MiB); more get 413")
+      ->transform(CLI::AsSizeValue(false))
+      ->default_str("1GiB");
+  serve->add_option("--retention", retention,
+                    "Delete finished jobs (with their logs) and gone or stale workers older than this; 0 or never: keep")
+      ->check(retention_validator())
+      ->default_val("30d");
+  serve->add_option("--purge-interval", purge_interval, "How often to delete what is past the retention")
+      ->check(duration)
+      ->default_val("1h");
   serve->add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->default_val("info");
 
   AdminOptions admin;
@@ -136,6 +163,12 @@ int main(int argc, char** argv) {
   add_admin_options(drain, admin);
   drain->add_option("WORKER_ID", id, "Worker id")->required();
 
+  std::optional<std::string> older_than;
+  auto* purge = app.add_subcommand("purge", "Delete finished jobs (with their logs) and gone or stale workers now");
+  add_admin_options(purge, admin);
+  purge->add_option("--older-than", older_than, "Only what is older than this (default: the server's --retention)")
+      ->check(duration);
+
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -143,6 +176,8 @@ int main(int argc, char** argv) {
       server.service.poll_timeout = duration_or_throw(poll_timeout);
       server.service.lease_ttl = duration_or_throw(lease_ttl);
       server.service.stale_after = duration_or_throw(stale_after);
+      server.service.retention = retention_or_throw(retention);
+      server.service.purge_interval = duration_or_throw(purge_interval);
       auto log = nymph::make_logger("control", log_level);
       run_server(server, log, [](const std::string& url) { std::cout << "listening on " << url << std::endl; });
       return 0;
@@ -158,6 +193,7 @@ int main(int argc, char** argv) {
     if (*workers) return cmd_workers(admin);
     if (*kill) return cmd_directive(admin, id, "kill");
     if (*drain) return cmd_directive(admin, id, "drain");
+    if (*purge) return cmd_purge(admin, older_than);
   } catch (const std::exception& e) {
     std::cerr << "nymph-control: error: " << e.what() << "\n";
     return 1;

@@ -5,6 +5,7 @@
 // storage outage, so a request that meets one is answered 500.
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,6 +73,28 @@ inline constexpr const char* kAttemptRowColumns =
     "a.lease_id, a.job_id, a.attempt, a.worker_id, a.state, a.last_seq, j.state, j.current_lease, "
     "j.cancel_requested, j.attempts, j.max_attempts, j.runner, j.profile, j.required_tags";
 AttemptRow attempt_row_from(const sql::Statement& q);
+
+// One page of a list. `candidates` are (cursor, id) pairs in list order, up to one more than `limit`. Loads
+// each with `load(id)` (an optional Item) into `out` until `limit` items are taken or the next one would take
+// their JSON past `max_bytes` (the first one is always taken). Returns the cursor of the last item taken when
+// candidates are left over (the next page starts after it), nullopt when this is the last page.
+template <class Item, class Load>
+std::optional<std::string> fill_page(const std::vector<std::pair<std::string, std::string>>& candidates, int limit,
+                                     std::size_t max_bytes, Load load, std::vector<Item>& out) {
+  std::size_t bytes = 0;
+  std::optional<std::string> last;
+  for (const auto& [cursor, id] : candidates) {
+    if (static_cast<int>(out.size()) >= limit) return last;
+    std::optional<Item> item = load(id);
+    if (!item) continue;
+    std::size_t size = protocol::to_json_text(*item).size();
+    if (!out.empty() && bytes + size > max_bytes) return last;
+    bytes += size;
+    out.push_back(std::move(*item));
+    last = cursor;
+  }
+  return std::nullopt;
+}
 
 // JSON text of `x` for a TEXT column.
 template <class T>

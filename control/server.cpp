@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "common/duration.hpp"
 #include "common/spawn.hpp"
 #include "http/client.hpp"
 
@@ -27,6 +28,9 @@ Result<ListenConfig> check(const ServerConfig& config) {
   const auto& s = config.service;
   if (s.poll_timeout.count() <= 0 || s.lease_ttl.count() <= 0 || s.stale_after.count() <= 0)
     return fail("--poll-timeout, --lease-ttl and --stale-after must be > 0");
+  if (s.limits.max_log_bytes_per_job == 0) return fail("--max-log-bytes-per-job must be > 0");
+  if (s.retention.count() < 0 || s.purge_interval.count() <= 0)
+    return fail("--retention must be >= 0 (0: keep everything) and --purge-interval > 0");
   if (config.db_path.empty()) return fail("--db is required");
   return listen;
 }
@@ -52,10 +56,12 @@ void run_server(const ServerConfig& config, std::shared_ptr<spdlog::logger> log,
   });
   asio::co_spawn(ioc, http.run(), log_failure(log, "listener"));
   asio::co_spawn(ioc, service.run_clocks(), log_failure(log, "lease clock"));
+  asio::co_spawn(ioc, service.run_purges(), log_failure(log, "purge"));
 
-  log->info("nymph-control serving {} with database {} (poll {} ms, lease {} ms, stale {} ms)", http.url(),
-            config.db_path, config.service.poll_timeout.count(), config.service.lease_ttl.count(),
-            config.service.stale_after.count());
+  log->info("nymph-control serving {} with database {} (poll {} ms, lease {} ms, stale {} ms, retention {})",
+            http.url(), config.db_path, config.service.poll_timeout.count(), config.service.lease_ttl.count(),
+            config.service.stale_after.count(),
+            config.service.retention.count() > 0 ? format_duration(config.service.retention) : "forever");
   on_listening(http.url());
   ioc.run();
   log->info("stopped");

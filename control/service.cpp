@@ -23,15 +23,17 @@ namespace {
 // must not retry as an outage. Both are logged with the request and the exception text, which the client
 // does not get.
 HttpReply reply_for_exception(spdlog::logger& log, const HttpRequest& req) {
+  auto method = printable_excerpt(req.method, 256);
+  auto target = printable_excerpt(req.target, 256);
   try {
     throw;
   } catch (const StorageError& e) {
-    log.error("{} {}: storage unavailable: {}", req.method, req.target, e.what());
+    log.error("{} {}: storage unavailable: {}", method, target, printable_excerpt(e.what(), 1024));
     return error_reply(503, "unavailable", "storage unavailable; retry later");
   } catch (const std::exception& e) {
-    log.error("{} {}: internal error: {}", req.method, req.target, e.what());
+    log.error("{} {}: internal error: {}", method, target, printable_excerpt(e.what(), 1024));
   } catch (...) {
-    log.error("{} {}: internal error: an exception that is not a std::exception", req.method, req.target);
+    log.error("{} {}: internal error: an exception that is not a std::exception", method, target);
   }
   return error_reply(500, "internal", "internal error (the control plane's log has the details)");
 }
@@ -48,7 +50,8 @@ Service::Service(asio::any_io_executor ex, DbWorker& db, ServiceConfig config, s
       config_(config),
       log_(std::move(log)),
       liveness_(config.lease_ttl, config.stale_after),
-      clock_timer_(ex) {}
+      clock_timer_(ex),
+      purge_timer_(ex) {}
 
 void Service::load_state() {
   LiveState s = db_.run_blocking([](Store& st) { return st.live_state(); });
@@ -64,6 +67,7 @@ void Service::stop() {
   hub_.wake_all_for_shutdown();
   wake_all_job_waiters();
   clock_timer_.cancel();
+  purge_timer_.cancel();
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -275,7 +279,7 @@ asio::awaitable<HttpReply> Service::call(AdmittedRequest& a) {
   switch (a.endpoint) {
     case Endpoint::healthz: co_return HttpReply{200, "application/json", R"({"status":"ok"})", {}};
     case Endpoint::metrics: co_return co_await metrics();
-    case Endpoint::list_workers: co_return co_await list_workers();
+    case Endpoint::list_workers: co_return co_await list_workers(req);
     case Endpoint::register_worker: co_return co_await register_worker(a.principal, req);
     case Endpoint::poll: co_return co_await poll(p.worker, req);
     case Endpoint::worker_exit: co_return co_await worker_exit(p.worker, req);
@@ -290,6 +294,7 @@ asio::awaitable<HttpReply> Service::call(AdmittedRequest& a) {
     case Endpoint::put_log: co_return co_await put_log(p.job, p.stream, a.principal.worker_id, req);
     case Endpoint::list_tokens: co_return co_await list_tokens();
     case Endpoint::revoke_token: co_return co_await revoke_token(req);
+    case Endpoint::purge: co_return co_await purge_now(req);
   }
   co_return error_reply(404, "notFound", "no such endpoint");
 }
@@ -427,8 +432,16 @@ asio::awaitable<HttpReply> Service::directive(std::string worker_id, Directive d
   co_return json_reply(200, *r);
 }
 
-asio::awaitable<HttpReply> Service::list_workers() {
-  auto op = [](Store& s) { return s.list_workers(); };
+asio::awaitable<HttpReply> Service::list_workers(const HttpRequest& req) {
+  auto t = parse_target(req.target);
+  auto page = page_of(*t, kWorkersPageDefault, config_.limits.max_workers_page, config_.limits.max_page_bytes);
+  if (!page) co_return page.error();
+  std::optional<std::string> after;
+  if (auto it = t->params.find("cursor"); it != t->params.end()) {
+    if (!protocol::is_valid_id(it->second)) co_return bad_cursor();  // a worker id
+    after = it->second;
+  }
+  auto op = [after, p = *page](Store& s) { return s.list_workers(after, p); };
   auto r = co_await db_.run(std::move(op));
   co_return json_reply(200, r);
 }

@@ -27,6 +27,10 @@ struct ServiceConfig {
   std::chrono::milliseconds lease_ttl{90'000};
   std::chrono::milliseconds stale_after{60'000};
   protocol::Limits limits = protocol::kLimits;
+  // Finished jobs and gone or stale workers are deleted once older than `retention` (0: kept forever), at
+  // start and then every `purge_interval` (run_purges).
+  std::chrono::milliseconds retention = std::chrono::hours(24 * 30);
+  std::chrono::milliseconds purge_interval = std::chrono::hours(1);
 };
 
 // A request as the HTTP layer hands it over.
@@ -79,6 +83,10 @@ class Service {
   // The lease-expiry and stale-detection loop. Runs until stop(); spawn it once.
   boost::asio::awaitable<void> run_clocks();
 
+  // Purges what is older than the retention at once, then every purge interval, until stop(); returns at once
+  // when the retention is 0. A failed purge is logged and tried again next time. Spawn it once.
+  boost::asio::awaitable<void> run_purges();
+
   // First step of a request, before its body is read: matches the route (404, 405), authenticates the
   // bearer credential (401 `unauthorized`, or `revoked`), checks that it may call the endpoint (403) and
   // the path's ids (404/400). Returns the admitted request, or the reply to send without reading the body.
@@ -122,7 +130,7 @@ class Service {
   boost::asio::awaitable<HttpReply> poll(std::string worker_id, const HttpRequest& req);
   boost::asio::awaitable<HttpReply> worker_exit(std::string worker_id, const HttpRequest& req);
   boost::asio::awaitable<HttpReply> directive(std::string worker_id, protocol::Directive d);
-  boost::asio::awaitable<HttpReply> list_workers();
+  boost::asio::awaitable<HttpReply> list_workers(const HttpRequest& req);
   boost::asio::awaitable<HttpReply> submit(const HttpRequest& req);
   boost::asio::awaitable<HttpReply> list_jobs(const HttpRequest& req);
   boost::asio::awaitable<HttpReply> get_job(std::string job_id, const HttpRequest& req);
@@ -134,6 +142,11 @@ class Service {
   boost::asio::awaitable<HttpReply> revoke_token(const HttpRequest& req);
   boost::asio::awaitable<HttpReply> get_log(std::string job_id, std::string stream, const HttpRequest& req);
   boost::asio::awaitable<HttpReply> metrics();
+  boost::asio::awaitable<HttpReply> purge_now(const HttpRequest& req);
+
+  // Deletes, batch by batch, the finished jobs and gone or stale workers older than `older_than` (see
+  // Store::purge) and logs what it deleted. Throws as DbWorker::run.
+  boost::asio::awaitable<protocol::PurgeResponse> purge(std::chrono::milliseconds older_than);
 
   // Starts the clocks of a poll that was answered now.
   void settle_poll(const std::string& worker_id, const PollOutcome& out);
@@ -152,6 +165,7 @@ class Service {
   PollHub hub_;
   Liveness liveness_;
   boost::asio::steady_timer clock_timer_;
+  boost::asio::steady_timer purge_timer_;
   bool stopping_ = false;
   // Credentials seen, by the hash of their secret (never the secret): API tokens and worker credentials.
   std::unordered_map<std::string, Principal> credentials_;

@@ -21,6 +21,10 @@ namespace nymph::control::detail {
 
 inline constexpr std::size_t kMaxLogRead = 4 * 1024 * 1024;
 inline constexpr std::uint64_t kMaxJobWaitS = 60;  // GET /v1/jobs/{id}?waitS=
+// The `limit` of GET /v1/workers and GET /v1/jobs pages when the request has none (docs/protocol.md 8.7, 8.11;
+// the largest are in protocol::Limits).
+inline constexpr int kWorkersPageDefault = 500;
+inline constexpr int kJobsPageDefault = 1000;
 
 inline WallTime wall_now() { return std::chrono::system_clock::now(); }
 
@@ -67,6 +71,25 @@ inline std::optional<Target> parse_target(std::string_view target) {
   for (auto seg : u->segments()) t.segments.push_back(std::string(seg));
   for (auto p : u->params()) t.params[std::string(p.key)] = std::string(p.value);
   return t;
+}
+
+// The page a list request asks for: its `limit` query parameter (`fallback` when absent, else 1..max) and
+// `max_bytes`. The error is a ready 400 reply.
+inline boost::system::result<PageSpec, HttpReply> page_of(const Target& t, int fallback, int max,
+                                                          std::size_t max_bytes) {
+  PageSpec page{fallback, max_bytes};
+  auto it = t.params.find("limit");
+  if (it == t.params.end()) return page;
+  auto n = parse_u64(it->second);
+  if (!n || *n < 1 || *n > static_cast<std::uint64_t>(max))
+    return error_reply(400, "badRequest", "query parameter 'limit' must be 1.." + std::to_string(max));
+  page.limit = static_cast<int>(*n);
+  return page;
+}
+
+// The 400 reply for a `cursor` query parameter that no page of this list gave.
+inline HttpReply bad_cursor() {
+  return error_reply(400, "badRequest", "query parameter 'cursor' must be a nextCursor of this list");
 }
 
 }  // namespace nymph::control::detail

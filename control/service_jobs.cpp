@@ -1,4 +1,6 @@
 // The Service's job, log and metrics endpoints (the worker endpoints and routing are in service.cpp).
+#include <limits>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -49,24 +51,27 @@ asio::awaitable<HttpReply> Service::submit(const HttpRequest& req) {
   auto op = [b = *body](Store& s) { return s.submit(b, wall_now()); };
   auto r = co_await db_.run(std::move(op));
   hub_.wake_one_for(r.needs);
-  log_->info("job {} submitted (runner {}, kind {})", r.job.id, r.job.runner, r.job.kind);
+  log_->info("job {} submitted (runner {}, kind {})", r.job.id, printable_excerpt(r.job.runner, 256),
+             r.job.kind);
   co_return json_reply(201, r.job);
 }
 
 asio::awaitable<HttpReply> Service::list_jobs(const HttpRequest& req) {
   auto t = parse_target(req.target);
   std::optional<protocol::JobState> state;
-  int limit = 1000;
   if (auto it = t->params.find("state"); it != t->params.end()) {
     state = protocol::parse_job_state(it->second);
     if (!state) co_return error_reply(400, "badRequest", "unknown job state '" + it->second.substr(0, 64) + "'");
   }
-  if (auto it = t->params.find("limit"); it != t->params.end()) {
-    auto n = parse_u64(it->second);
-    if (!n || *n < 1 || *n > 10'000) co_return error_reply(400, "badRequest", "limit must be 1..10000");
-    limit = static_cast<int>(*n);
+  auto page = page_of(*t, kJobsPageDefault, config_.limits.max_jobs_page, config_.limits.max_page_bytes);
+  if (!page) co_return page.error();
+  std::optional<std::int64_t> before;
+  if (auto it = t->params.find("cursor"); it != t->params.end()) {
+    auto seq = parse_u64(it->second);  // a job's sequence number
+    if (!seq || *seq > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) co_return bad_cursor();
+    before = static_cast<std::int64_t>(*seq);
   }
-  auto op = [state, limit](Store& s) { return s.list_jobs(state, limit); };
+  auto op = [state, before, p = *page](Store& s) { return s.list_jobs(state, before, p); };
   auto r = co_await db_.run(std::move(op));
   co_return json_reply(200, r);
 }
@@ -132,8 +137,9 @@ asio::awaitable<HttpReply> Service::put_log(std::string job_id, std::string stre
   if (!offset) co_return error_reply(400, "badRequest", "query parameter 'offset' must be a non-negative integer");
   if (lease == t->params.end() || !protocol::is_valid_id(lease->second))
     co_return error_reply(400, "badRequest", "query parameter 'lease' must be a lease id");
-  auto op = [job_id, stream, worker_id, l = lease->second, o = *offset, bytes = req.body](Store& s) {
-    return s.append_log(job_id, stream, l, worker_id, o, bytes);
+  auto op = [job_id, stream, worker_id, l = lease->second, o = *offset, bytes = req.body,
+             cap = config_.limits.max_log_bytes_per_job](Store& s) {
+    return s.append_log(job_id, stream, l, worker_id, o, bytes, cap);
   };
   auto r = co_await db_.run(std::move(op));
   if (!r) co_return reply_for(r.error());
@@ -167,15 +173,21 @@ asio::awaitable<HttpReply> Service::get_log(std::string job_id, std::string stre
 }
 
 asio::awaitable<HttpReply> Service::metrics() {
-  auto op = [](Store& s) { return s.counts(); };
-  auto c = co_await db_.run(std::move(op));
+  // From memory only: an unauthenticated scraper must not queue work on the one DB thread.
+  const StateCounts c = db_.gauges();
   std::string out;
   out += "# HELP nymph_workers Workers by status.\n# TYPE nymph_workers gauge\n";
-  for (const auto& [k, n] : c.workers_by_status) out += "nymph_workers{status=\"" + k + "\"} " + std::to_string(n) + "\n";
+  for (std::size_t i = 0; i < c.workers.size(); ++i) {
+    auto s = static_cast<protocol::WorkerStatus>(i);
+    out += "nymph_workers{status=\"" + std::string(protocol::to_string(s)) + "\"} " + std::to_string(c[s]) + "\n";
+  }
   out += "# HELP nymph_jobs Jobs by state.\n# TYPE nymph_jobs gauge\n";
-  for (const auto& [k, n] : c.jobs_by_state) out += "nymph_jobs{state=\"" + k + "\"} " + std::to_string(n) + "\n";
+  for (std::size_t i = 0; i < c.jobs.size(); ++i) {
+    auto s = static_cast<protocol::JobState>(i);
+    out += "nymph_jobs{state=\"" + std::string(protocol::to_string(s)) + "\"} " + std::to_string(c[s]) + "\n";
+  }
   out += "# HELP nymph_queue_depth Jobs waiting for a worker.\n# TYPE nymph_queue_depth gauge\n";
-  out += "nymph_queue_depth " + std::to_string(c.jobs_by_state["queued"]) + "\n";
+  out += "nymph_queue_depth " + std::to_string(c[protocol::JobState::queued]) + "\n";
   out += "# HELP nymph_held_polls Polls held open now.\n# TYPE nymph_held_polls gauge\n";
   out += "nymph_held_polls " + std::to_string(hub_.size()) + "\n";
   out += "# HELP nymph_held_job_waits GET /v1/jobs/{id}?waitS= requests held open now.\n"

@@ -3,6 +3,7 @@
 #include "control/store.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
@@ -66,7 +67,9 @@ ApiResult<RegisterOutcome> Store::register_worker(const protocol::RegisterReques
     if (bound_to && *bound_to != by.hash)
       return forbidden("launch '" + req.launch_id + "' was registered with another token");
     out.reply.worker_id = find.text(0);
-    bool was_gone = find.text(1) == "gone";
+    auto was = protocol::parse_worker_status(find.text(1));
+    bool was_gone = was == protocol::WorkerStatus::gone;
+    worker_moved(was, protocol::WorkerStatus::active);
     db_.query(
         "UPDATE workers SET label=?, hostname=?, pid=?, version=?, protocol=?, backend=?, runners=?, tags=?, "
         "capacity=?, profiles=?, slurm=?, status='active', exit_reason=NULL, exit_message='', "
@@ -79,6 +82,7 @@ ApiResult<RegisterOutcome> Store::register_worker(const protocol::RegisterReques
   } else {
     out.created = true;
     out.reply.worker_id = new_id("wrk_");
+    worker_moved(std::nullopt, protocol::WorkerStatus::active);
     db_.query(
         "INSERT INTO workers(id, launch_id, label, hostname, pid, version, protocol, backend, runners, tags, "
         "capacity, profiles, slurm, status, registered_at, last_seen, token_hash, credential_hash) "
@@ -130,6 +134,7 @@ ApiResult<PollOutcome> Store::poll(const std::string& worker_id, const protocol:
   db_.query("UPDATE workers SET status='active', last_seen=? WHERE id=? AND (status<>'active' OR last_seen<?)")
       .bind(protocol::format_time(now), worker_id, protocol::format_time(now - std::chrono::seconds(1)))
       .run();
+  worker_moved(protocol::parse_worker_status(q.text(0)), protocol::WorkerStatus::active);
   reconcile(worker_id, req.running, out.reply.cancel, out.renewed_leases);
   out.draining = req.draining || out.reply.directive.has_value();
   if (!out.draining) out.reply.jobs = dispatch(worker_id, out.caps, req.free, now);
@@ -182,15 +187,20 @@ std::vector<protocol::JobAssignment> Store::dispatch(const std::string& worker_i
     db_.query("UPDATE jobs SET state='running', attempts=?, current_lease=?, worker_id=?, updated_at=? WHERE id=?")
         .bind(a.attempt, a.lease_id, worker_id, when, a.job_id)
         .run();
+    job_moved(protocol::JobState::queued, protocol::JobState::running);
     out.push_back(std::move(a));
   }
   return out;
 }
 
 ApiResult<void> Store::worker_exit(const std::string& worker_id, const protocol::ExitRequest& req, WallTime now) {
-  auto q = db_.query("UPDATE workers SET status='gone', exit_reason=?, exit_message=?, last_seen=? WHERE id=?");
-  q.bind(protocol::to_string(req.exit_reason), req.message, protocol::format_time(now), worker_id).run();
-  if (db_.changes() == 0) return unknown_worker(worker_id);
+  auto find = db_.query("SELECT status FROM workers WHERE id=?");
+  find.bind(worker_id);
+  if (!find.step()) return unknown_worker(worker_id);
+  worker_moved(protocol::parse_worker_status(find.text(0)), protocol::WorkerStatus::gone);
+  db_.query("UPDATE workers SET status='gone', exit_reason=?, exit_message=?, last_seen=? WHERE id=?")
+      .bind(protocol::to_string(req.exit_reason), req.message, protocol::format_time(now), worker_id)
+      .run();
   return {};
 }
 
@@ -203,21 +213,73 @@ ApiResult<protocol::WorkerInfo> Store::set_directive(const std::string& worker_i
   return *w;
 }
 
-protocol::WorkerList Store::list_workers() {
-  std::vector<std::string> ids;
+protocol::WorkerList Store::list_workers(const std::optional<std::string>& after, const PageSpec& page) {
+  std::vector<std::pair<std::string, std::string>> candidates;  // the cursor of a worker is its id
   {
-    auto q = db_.query("SELECT id FROM workers ORDER BY registered_at, id");
-    while (q.step()) ids.push_back(q.text(0));
+    auto q = db_.query("SELECT id FROM workers WHERE id > COALESCE(?, '') ORDER BY id LIMIT ?");
+    q.bind(after, page.limit + 1);
+    while (q.step()) candidates.emplace_back(q.text(0), q.text(0));
   }
   protocol::WorkerList out;
-  for (const auto& id : ids)
-    if (auto w = worker(id)) out.workers.push_back(std::move(*w));
+  out.next_cursor = rows::fill_page(candidates, page.limit, page.max_bytes,
+                                    [this](const std::string& id) { return worker(id); }, out.workers);
   return out;
 }
 
 bool Store::mark_stale(const std::string& worker_id) {
   db_.query("UPDATE workers SET status='stale' WHERE id=? AND status='active'").bind(worker_id).run();
-  return db_.changes() > 0;
+  if (db_.changes() == 0) return false;
+  worker_moved(protocol::WorkerStatus::active, protocol::WorkerStatus::stale);
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Retention
+
+PurgeOutcome Store::purge(WallTime cutoff, int batch) {
+  PurgeOutcome out;
+  const std::string before = protocol::format_time(cutoff);
+  auto select = [&](const char* sql) {
+    std::vector<std::pair<std::string, std::string>> found;  // id, state or status
+    auto q = db_.query(sql);
+    q.bind(before, batch);
+    while (q.step()) found.emplace_back(q.text(0), q.text(1));
+    return found;
+  };
+  auto jobs = select(
+      "SELECT id, state FROM jobs WHERE state IN ('succeeded','failed','cancelled','lost') AND finished_at < ? LIMIT ?");
+  for (const auto& [id, state] : jobs) {
+    out.log_files += delete_job(id);
+    job_moved(protocol::parse_job_state(state), std::nullopt);
+  }
+  auto workers = select(
+      "SELECT id, status FROM workers w WHERE status IN ('gone','stale') AND last_seen < ? AND NOT EXISTS "
+      "(SELECT 1 FROM attempts a WHERE a.worker_id=w.id AND a.state IN ('assigned','pending','running')) LIMIT ?");
+  for (const auto& [id, status] : workers) {
+    db_.query("DELETE FROM workers WHERE id=?").bind(id).run();
+    worker_moved(protocol::parse_worker_status(status), std::nullopt);
+    out.worker_ids.push_back(id);
+  }
+  out.jobs = static_cast<std::int64_t>(jobs.size());
+  out.workers = static_cast<std::int64_t>(workers.size());
+  out.more = out.jobs == batch || out.workers == batch;
+  return out;
+}
+
+std::int64_t Store::delete_job(const std::string& job_id) {
+  std::vector<std::pair<int, std::string>> streams;  // attempt, stream
+  {
+    auto q = db_.query("SELECT attempt, stream FROM log_sizes WHERE job_id=?");
+    q.bind(job_id);
+    while (q.step()) streams.emplace_back(q.i32(0), q.text(1));
+  }
+  for (const char* sql : {"DELETE FROM events WHERE job_id=?", "DELETE FROM attempts WHERE job_id=?",
+                          "DELETE FROM log_sizes WHERE job_id=?", "DELETE FROM log_chunks WHERE job_id=?",
+                          "DELETE FROM jobs WHERE id=?"})
+    db_.query(sql).bind(job_id).run();
+  std::int64_t files = 0;
+  for (const auto& [attempt, stream] : streams) files += logs_.remove(job_id, attempt, stream) ? 1 : 0;
+  return files;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -236,17 +298,38 @@ LiveState Store::live_state() {
   return out;
 }
 
-Counts Store::counts() {
-  Counts out;
-  for (auto s : {"active", "stale", "gone"}) out.workers_by_status[s] = 0;
-  for (auto s : {"queued", "running", "cancelling", "succeeded", "failed", "cancelled", "lost"}) out.jobs_by_state[s] = 0;
-  {
-    auto q = db_.query("SELECT status, COUNT(*) FROM workers GROUP BY status");
-    while (q.step()) out.workers_by_status[q.text(0)] = q.i64(1);
+StateCounts& StateCounts::operator+=(const StateCounts& d) {
+  for (std::size_t i = 0; i < jobs.size(); ++i) jobs[i] += d.jobs[i];
+  for (std::size_t i = 0; i < workers.size(); ++i) workers[i] += d.workers[i];
+  return *this;
+}
+
+StateCounts Store::counts() {
+  StateCounts out;
+  // A value this code never writes (a corrupt row) is in no gauge.
+  auto q = db_.query(
+      "SELECT 'job', state, COUNT(*) FROM jobs GROUP BY state "
+      "UNION ALL SELECT 'worker', status, COUNT(*) FROM workers GROUP BY status");
+  while (q.step()) {
+    if (q.text(0) == "job") {
+      if (auto s = protocol::parse_job_state(q.text(1))) out[*s] = q.i64(2);
+    } else if (auto s = protocol::parse_worker_status(q.text(1))) {
+      out[*s] = q.i64(2);
+    }
   }
-  auto q = db_.query("SELECT state, COUNT(*) FROM jobs GROUP BY state");
-  while (q.step()) out.jobs_by_state[q.text(0)] = q.i64(1);
   return out;
+}
+
+StateCounts Store::take_changes() { return std::exchange(changes_, StateCounts{}); }
+
+void Store::job_moved(std::optional<protocol::JobState> from, std::optional<protocol::JobState> to) {
+  if (from) --changes_[*from];
+  if (to) ++changes_[*to];
+}
+
+void Store::worker_moved(std::optional<protocol::WorkerStatus> from, std::optional<protocol::WorkerStatus> to) {
+  if (from) --changes_[*from];
+  if (to) ++changes_[*to];
 }
 
 }  // namespace nymph::control

@@ -5,6 +5,7 @@
 // operation in a savepoint of a batched transaction. Operations return ApiResult for protocol errors (404,
 // 409, ...); they throw StorageError when the storage fails (an outage) and std::runtime_error or
 // std::logic_error for anything else (a corrupt row, a bug).
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -93,16 +94,39 @@ struct LogChunk {
   bool complete = false;                     // the job is final
 };
 
+// What one purge deleted.
+struct PurgeOutcome {
+  std::int64_t jobs = 0;
+  std::int64_t workers = 0;
+  std::int64_t log_files = 0;
+  std::vector<std::string> worker_ids;       // the workers deleted
+  bool more = false;                         // a batch was full: there may be more to delete
+};
+
+// How large a page of a list may get.
+struct PageSpec {
+  int limit = 500;                          // items at most
+  std::size_t max_bytes = 8 * 1024 * 1024;  // ends early once the items' JSON would pass this (never empty)
+};
+
 // What the clocks must track after a restart.
 struct LiveState {
   std::vector<std::string> active_workers;
   std::vector<std::string> live_leases;
 };
 
-// Row counts for /metrics.
-struct Counts {
-  std::map<std::string, long long> workers_by_status;
-  std::map<std::string, long long> jobs_by_state;
+// Jobs by state and workers by status: the /metrics gauges, or a change of them (deltas).
+struct StateCounts {
+  std::array<std::int64_t, static_cast<std::size_t>(protocol::JobState::lost) + 1> jobs{};
+  std::array<std::int64_t, static_cast<std::size_t>(protocol::WorkerStatus::gone) + 1> workers{};
+
+  std::int64_t& operator[](protocol::JobState s) { return jobs[static_cast<std::size_t>(s)]; }
+  std::int64_t operator[](protocol::JobState s) const { return jobs[static_cast<std::size_t>(s)]; }
+  std::int64_t& operator[](protocol::WorkerStatus s) { return workers[static_cast<std::size_t>(s)]; }
+  std::int64_t operator[](protocol::WorkerStatus s) const { return workers[static_cast<std::size_t>(s)]; }
+  // Adds every count of `d`.
+  StateCounts& operator+=(const StateCounts& d);
+  friend bool operator==(const StateCounts&, const StateCounts&) = default;
 };
 
 namespace rows {
@@ -157,15 +181,19 @@ class Store {
   ApiResult<void> worker_exit(const std::string& worker_id, const protocol::ExitRequest& req, WallTime now);
   // Sets a kill or drain directive (a kill is never downgraded); returns the worker. unknownWorker (404).
   ApiResult<protocol::WorkerInfo> set_directive(const std::string& worker_id, protocol::Directive d);
-  // Every worker, oldest registration first.
-  protocol::WorkerList list_workers();
+  // One page of workers in id order (ids are ULIDs: registration order), after the worker id `after` (the
+  // previous page's next_cursor) or from the first; next_cursor is set when more follow.
+  protocol::WorkerList list_workers(const std::optional<std::string>& after = std::nullopt, const PageSpec& page = {});
   // Marks `worker_id` stale if it is active. Returns true when it changed.
   bool mark_stale(const std::string& worker_id);
 
   // Queues a job (already validated); returns it and what it needs of a worker.
   SubmitOutcome submit(const protocol::JobSubmission& sub, WallTime now);
-  // Up to `limit` jobs, newest first, only those in `state` when given (without attempts and events).
-  protocol::JobList list_jobs(std::optional<protocol::JobState> state, int limit);
+  // One page of jobs, newest first, only those in `state` when given (without attempts and events), submitted
+  // before the job whose sequence number is `before` (the previous page's next_cursor, a decimal number) or
+  // from the newest; next_cursor is set when more follow.
+  protocol::JobList list_jobs(std::optional<protocol::JobState> state, std::optional<std::int64_t> before,
+                              const PageSpec& page);
   // One job with its attempts and events. unknownJob (404).
   ApiResult<protocol::JobInfo> get_job(const std::string& job_id);
   // Cancels a queued job at once, or asks the worker of a running one to stop it (wake_worker).
@@ -178,11 +206,13 @@ class Store {
   ApiResult<EventOutcome> apply_event(const std::string& job_id, const protocol::EventRequest& ev,
                                       const std::string& worker_id, WallTime now);
   // Appends `bytes`, which start at `offset`, to `stream` of the attempt holding `lease_id`; bytes already
-  // stored are skipped. Returns the committed size. unknownJob (404); leaseLost (409); logGap (409, with
-  // expected_offset) when `offset` is past the end.
-  // forbidden (403) when the lease is not `worker_id`'s.
+  // stored are skipped. Returns the committed size. unknownJob (404); leaseLost (409); forbidden (403) when
+  // the lease is not `worker_id`'s; attemptFinished (409) once the attempt's final event is recorded; logGap
+  // (409, with expected_offset) when `offset` is past the end; logCapReached (413) when the new bytes would
+  // take the job's logs (all streams and attempts) past `max_job_bytes`. Nothing is stored on an error.
   ApiResult<std::uint64_t> append_log(const std::string& job_id, std::string_view stream, const std::string& lease_id,
-                                      const std::string& worker_id, std::uint64_t offset, std::string_view bytes);
+                                      const std::string& worker_id, std::uint64_t offset, std::string_view bytes,
+                                      std::uint64_t max_job_bytes = protocol::kLimits.max_log_bytes_per_job);
   // Up to `max_bytes` of `stream` of `attempt` (default: the job's current one) from `offset`, with the
   // committed size and whether the job is final. unknownJob (404).
   ApiResult<LogChunk> read_log(const std::string& job_id, std::string_view stream, std::uint64_t offset,
@@ -191,10 +221,21 @@ class Store {
   // attempts left.
   LeaseExpiry expire_lease(const std::string& lease_id, const std::string& message, WallTime now);
 
+  // Deletes up to `batch` finished jobs (succeeded, failed, cancelled, lost) that finished before `cutoff`, with
+  // their attempts, events and logs, and up to `batch` gone or stale workers last seen before `cutoff` that
+  // hold no live attempt. The jobs' log files are removed before the commit (a purge must free space on a
+  // full disk, where a commit may need it): if the commit fails after all, the rows stay, their logs read as
+  // an outage (503), and the next purge deletes them.
+  PurgeOutcome purge(WallTime cutoff, int batch);
+
   // The active workers and live leases, for the clocks after a restart.
   LiveState live_state();
-  // Workers by status and jobs by state, for /metrics.
-  Counts counts();
+  // Workers by status and jobs by state as stored now (one query), the starting point of the gauges.
+  StateCounts counts();
+  // What the operations since the last call did to counts(): each job or worker that changed state moved
+  // one count from its old state to its new one (a new row only adds, a deleted one only removes). The DB
+  // thread takes them after every operation and keeps them only when the operation is committed.
+  StateCounts take_changes();
 
  private:
   Store(sql::Connection db, LogFiles logs, UlidGenerator ids)
@@ -211,11 +252,18 @@ class Store {
                  std::vector<protocol::CancelOrder>& cancel, std::vector<std::string>& renewed);
   std::vector<protocol::JobAssignment> dispatch(const std::string& worker_id, const WorkerCaps& caps,
                                                 const std::map<std::string, int>& free, WallTime now);
+  // Record a state change for take_changes(); nullopt is "no row".
+  void job_moved(std::optional<protocol::JobState> from, std::optional<protocol::JobState> to);
+  void worker_moved(std::optional<protocol::WorkerStatus> from, std::optional<protocol::WorkerStatus> to);
   std::optional<JobNeeds> lose_attempt(const rows::AttemptRow& a, const std::string& message, WallTime now);
   std::optional<protocol::WorkerInfo> worker(const std::string& worker_id);
+  // Deletes a job's rows and log files; returns how many files there were.
+  std::int64_t delete_job(const std::string& job_id);
   std::optional<protocol::JobInfo> job(const std::string& job_id);
 
   std::uint64_t log_size(const std::string& job_id, int attempt, std::string_view stream);
+  // Log bytes stored for `job_id`, every stream of every attempt.
+  std::uint64_t job_log_bytes(const std::string& job_id);
   bool has_log_chunks(const std::string& job_id, int attempt, std::string_view stream);
   std::string read_log_chunks(const std::string& job_id, int attempt, std::string_view stream, std::uint64_t offset,
                               std::size_t want);
@@ -223,6 +271,7 @@ class Store {
   sql::Connection db_;
   LogFiles logs_;
   UlidGenerator ids_;
+  StateCounts changes_;
 };
 
 }  // namespace nymph::control

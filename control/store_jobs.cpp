@@ -21,6 +21,11 @@ ApiError no_longer_live(const AttemptRow& a) {
   return lease_lost("lease '" + a.lease_id + "' of job '" + a.job_id + "' is no longer the job's live attempt");
 }
 
+ApiError attempt_finished(const AttemptRow& a) {
+  return conflict("attemptFinished", "attempt " + std::to_string(a.attempt) + " of job '" + a.job_id +
+                                         "' already reported its final state");
+}
+
 }  // namespace
 
 std::optional<protocol::JobInfo> Store::job(const std::string& job_id) {
@@ -42,21 +47,25 @@ SubmitOutcome Store::submit(const protocol::JobSubmission& sub, WallTime now) {
       .bind(id, sub.runner, sub.kind, profile, to_text(sub.spec), to_text(sub.required_tags), sub.max_attempts,
             when, when)
       .run();
+  job_moved(std::nullopt, JobState::queued);
   return SubmitOutcome{*job(id), JobNeeds{sub.runner, sub.required_tags, profile}};
 }
 
-protocol::JobList Store::list_jobs(std::optional<protocol::JobState> state, int limit) {
-  std::vector<std::string> ids;
+protocol::JobList Store::list_jobs(std::optional<protocol::JobState> state, std::optional<std::int64_t> before,
+                                   const PageSpec& page) {
+  std::vector<std::pair<std::string, std::string>> candidates;  // the cursor of a job is its seq
   {
-    auto q = db_.query("SELECT id FROM jobs WHERE (?1 IS NULL OR state=?1) ORDER BY seq DESC LIMIT ?2");
+    auto q = db_.query(
+        "SELECT seq, id FROM jobs WHERE (?1 IS NULL OR state=?1) AND seq < COALESCE(?2, 9223372036854775807) "
+        "ORDER BY seq DESC LIMIT ?3");
     std::optional<std::string> s;
     if (state) s = std::string(protocol::to_string(*state));
-    q.bind(s, limit);
-    while (q.step()) ids.push_back(q.text(0));
+    q.bind(s, before, page.limit + 1);
+    while (q.step()) candidates.emplace_back(std::to_string(q.i64(0)), q.text(1));
   }
   protocol::JobList out;
-  for (const auto& id : ids)
-    if (auto j = job(id)) out.jobs.push_back(std::move(*j));
+  out.next_cursor = rows::fill_page(candidates, page.limit, page.max_bytes,
+                                    [this](const std::string& id) { return job(id); }, out.jobs);
   return out;
 }
 
@@ -87,9 +96,11 @@ ApiResult<CancelOutcome> Store::cancel_job(const std::string& job_id, WallTime n
             "updated_at=?, finished_at=? WHERE id=?")
           .bind(when, when, job_id)
           .run();
+      job_moved(JobState::queued, JobState::cancelled);
       break;
     case JobState::running:
       db_.query("UPDATE jobs SET state='cancelling', cancel_requested=1, updated_at=? WHERE id=?").bind(when, job_id).run();
+      job_moved(JobState::running, JobState::cancelling);
       out.wake_worker = j->worker_id;
       break;
     case JobState::cancelling:
@@ -110,6 +121,7 @@ std::optional<JobNeeds> Store::lose_attempt(const AttemptRow& a, const std::stri
       .bind(message, when, a.lease_id)
       .run();
   JobState next = after_lost_attempt(a.attempts_made, a.max_attempts, a.cancel_requested);
+  job_moved(a.job_state, next);
   if (next == JobState::queued) {
     db_.query("UPDATE jobs SET state='queued', current_lease=NULL, worker_id=NULL, updated_at=? WHERE id=?")
         .bind(when, a.job_id)
@@ -140,9 +152,7 @@ ApiResult<EventOutcome> Store::apply_event(const std::string& job_id, const prot
     }
   }
   if (!a->current()) return no_longer_live(*a);
-  if (!a->live())
-    return conflict("attemptFinished", "attempt " + std::to_string(a->attempt) + " of job '" + job_id +
-                                           "' already reported its final state");
+  if (!a->live()) return attempt_finished(*a);
   std::string when = protocol::format_time(now);
   std::optional<std::string> result;
   if (ev.result) result = json::serialize(*ev.result);
@@ -165,6 +175,7 @@ ApiResult<EventOutcome> Store::apply_event(const std::string& job_id, const prot
   }
   JobState next = after_event(a->job_state, ev.state);
   out.reply.job_state = next;
+  job_moved(a->job_state, next);
   if (!protocol::is_final(ev.state)) {
     db_.query("UPDATE attempts SET state=? WHERE lease_id=?").bind(protocol::to_string(attempt_state_of(ev.state)), ev.lease_id).run();
     db_.query("UPDATE jobs SET state=?, updated_at=? WHERE id=?").bind(protocol::to_string(next), when, job_id).run();
@@ -196,10 +207,11 @@ LeaseExpiry Store::expire_lease(const std::string& lease_id, const std::string& 
 
 ApiResult<std::uint64_t> Store::append_log(const std::string& job_id, std::string_view stream,
                                            const std::string& lease_id, const std::string& worker_id,
-                                           std::uint64_t offset, std::string_view bytes) {
+                                           std::uint64_t offset, std::string_view bytes, std::uint64_t max_job_bytes) {
   auto a = attempt_of_job(job_id, lease_id, worker_id);
   if (!a) return a.error();
   if (!a->current()) return no_longer_live(*a);
+  if (!a->live()) return attempt_finished(*a);
   std::uint64_t size = log_size(job_id, a->attempt, stream);
   if (offset > size) {
     ApiError e = conflict("logGap", "offset " + std::to_string(offset) + " is past the " + std::to_string(size) +
@@ -211,6 +223,12 @@ ApiResult<std::uint64_t> Store::append_log(const std::string& job_id, std::strin
   std::uint64_t skip = size - offset;
   if (skip >= bytes.size()) return ApiResult<std::uint64_t>(boost::system::in_place_value, size);  // all stored already
   std::string_view tail = bytes.substr(static_cast<std::size_t>(skip));
+  if (std::uint64_t stored = job_log_bytes(job_id); stored + tail.size() > max_job_bytes)
+    return ApiError{413, "logCapReached",
+                    "job '" + job_id + "' has " + std::to_string(stored) + " bytes of logs; " +
+                        std::to_string(tail.size()) + " more would pass the cap of " + std::to_string(max_job_bytes) +
+                        " bytes per job (both streams, all attempts)",
+                    {}};
   if (has_log_chunks(job_id, a->attempt, stream)) {  // begun by a version that kept logs in the database
     db_.query("INSERT INTO log_chunks(job_id, attempt, stream, start, data) VALUES(?,?,?,?,?)")
         .bind(job_id, a->attempt, stream, size, sql::Blob{tail})
@@ -247,6 +265,13 @@ std::uint64_t Store::log_size(const std::string& job_id, int attempt, std::strin
   auto q = db_.query("SELECT size FROM log_sizes WHERE job_id=? AND attempt=? AND stream=?");
   q.bind(job_id, attempt, stream);
   return q.step() ? static_cast<std::uint64_t>(q.i64(0)) : 0;
+}
+
+std::uint64_t Store::job_log_bytes(const std::string& job_id) {
+  auto q = db_.query("SELECT COALESCE(SUM(size), 0) FROM log_sizes WHERE job_id=?");
+  q.bind(job_id);
+  q.step();
+  return static_cast<std::uint64_t>(q.i64(0));
 }
 
 bool Store::has_log_chunks(const std::string& job_id, int attempt, std::string_view stream) {

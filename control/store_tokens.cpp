@@ -106,9 +106,12 @@ ApiResult<RevokeOutcome> Store::revoke_tokens(const std::string& selector, WallT
     matched[i].revoked_at = when;
     std::string why = "the agent token" + (matched[i].name.empty() ? std::string() : " '" + matched[i].name + "'") +
                       " was revoked";
-    auto w = db_.query("SELECT id FROM workers WHERE token_hash=? AND status<>'gone'");
+    auto w = db_.query("SELECT id, status FROM workers WHERE token_hash=? AND status<>'gone'");
     w.bind(hashes[i]);
-    while (w.step()) out.reply.workers.push_back(w.text(0));
+    while (w.step()) {
+      out.reply.workers.push_back(w.text(0));
+      worker_moved(protocol::parse_worker_status(w.text(1)), protocol::WorkerStatus::gone);
+    }
     db_.query("UPDATE workers SET status='gone', exit_reason='error', exit_message=?, last_seen=? "
               "WHERE token_hash=? AND status<>'gone'")
         .bind(why, when, hashes[i])

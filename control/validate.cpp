@@ -122,4 +122,11 @@ Result<void> validate(const protocol::JobSubmission& s, const protocol::Limits& 
   return fail("field 'kind': " + q(s.kind) + " (expected command or training)");
 }
 
+Result<void> validate(const protocol::PurgeRequest& r, const protocol::Limits&) {
+  constexpr double kMaxAgeS = 1e10;  // about 317 years: anything longer keeps everything anyway
+  if (r.older_than_s && !(*r.older_than_s >= 0 && *r.older_than_s <= kMaxAgeS))
+    return fail("field 'olderThanS': must be between 0 and 1e10 seconds");
+  return {};
+}
+
 }  // namespace nymph::control

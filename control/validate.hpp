@@ -10,6 +10,7 @@ Result<void> validate(const protocol::RegisterRequest& r, const protocol::Limits
 Result<void> validate(const protocol::PollRequest& r, const protocol::Limits& limits = protocol::kLimits);
 Result<void> validate(const protocol::EventRequest& r, const protocol::Limits& limits = protocol::kLimits);
 Result<void> validate(const protocol::JobSubmission& s, const protocol::Limits& limits = protocol::kLimits);
+Result<void> validate(const protocol::PurgeRequest& r, const protocol::Limits& limits = protocol::kLimits);
 
 // True for a valid environment variable name: [A-Za-z_][A-Za-z0-9_]*.
 bool is_env_name(std::string_view name);

@@ -258,7 +258,8 @@ template <>
 struct Wire<JobList> {
   using S = JobList;
   static constexpr auto fields = std::tuple{
-      req("jobs", &S::jobs)};
+      req("jobs", &S::jobs),
+      opt("nextCursor", &S::next_cursor)};
 };
 template <>
 struct Wire<WorkerInfo> {
@@ -286,10 +287,26 @@ struct Wire<WorkerInfo> {
       opt("runningJobs", &S::running_jobs)};
 };
 template <>
+struct Wire<PurgeRequest> {
+  using S = PurgeRequest;
+  static constexpr auto fields = std::tuple{
+      opt("olderThanS", &S::older_than_s)};
+};
+template <>
+struct Wire<PurgeResponse> {
+  using S = PurgeResponse;
+  static constexpr auto fields = std::tuple{
+      req("jobs", &S::jobs),
+      req("workers", &S::workers),
+      opt("logFiles", &S::log_files),
+      opt("olderThanS", &S::older_than_s)};
+};
+template <>
 struct Wire<WorkerList> {
   using S = WorkerList;
   static constexpr auto fields = std::tuple{
-      req("workers", &S::workers)};
+      req("workers", &S::workers),
+      opt("nextCursor", &S::next_cursor)};
 };
 template <>
 struct Wire<TokenInfo> {

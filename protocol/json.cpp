@@ -416,6 +416,8 @@ NYMPH_PROTOCOL_DECODE(TokenInfo)
 NYMPH_PROTOCOL_DECODE(TokenList)
 NYMPH_PROTOCOL_DECODE(RevokeRequest)
 NYMPH_PROTOCOL_DECODE(RevokeResponse)
+NYMPH_PROTOCOL_DECODE(PurgeRequest)
+NYMPH_PROTOCOL_DECODE(PurgeResponse)
 #undef NYMPH_PROTOCOL_DECODE
 
 std::string error_document(const ErrorBody& e) {

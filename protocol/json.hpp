@@ -72,6 +72,8 @@ NYMPH_PROTOCOL_JSON(TokenInfo)
 NYMPH_PROTOCOL_JSON(TokenList)
 NYMPH_PROTOCOL_JSON(RevokeRequest)
 NYMPH_PROTOCOL_JSON(RevokeResponse)
+NYMPH_PROTOCOL_JSON(PurgeRequest)
+NYMPH_PROTOCOL_JSON(PurgeResponse)
 #undef NYMPH_PROTOCOL_JSON
 
 // Wraps an ErrorBody as the full error document {"error":{...}} and back.

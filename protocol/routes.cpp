@@ -124,6 +124,21 @@ std::string cancel_path(std::string_view id) { return route_path(Endpoint::cance
 std::string tokens_path() { return route_path(Endpoint::list_tokens); }
 std::string revoke_path() { return route_path(Endpoint::revoke_token); }
 
+std::string purge_path() { return route_path(Endpoint::purge); }
+
+std::string workers_page_target(int limit, const std::optional<std::string>& cursor) {
+  std::string t = workers_path() + "?limit=" + std::to_string(limit);
+  if (cursor) t += "&cursor=" + *cursor;
+  return t;
+}
+
+std::string jobs_page_target(int limit, std::optional<JobState> state, const std::optional<std::string>& cursor) {
+  std::string t = jobs_path() + "?limit=" + std::to_string(limit);
+  if (state) t += "&state=" + std::string(to_string(*state));
+  if (cursor) t += "&cursor=" + *cursor;
+  return t;
+}
+
 std::string log_put_target(std::string_view job_id, LogStream stream, std::uint64_t offset,
                            std::string_view lease_id) {
   return route_path(Endpoint::put_log, {.job = std::string(job_id), .stream = std::string(to_string(stream))}) +

@@ -39,6 +39,7 @@ enum class Endpoint {
   put_log,          // PUT  /v1/jobs/{job}/logs/{stream}
   list_tokens,      // GET  /v1/tokens
   revoke_token,     // POST /v1/tokens/revoke
+  purge,            // POST /v1/purge
 };
 
 // Whose bearer credential an endpoint needs (docs/protocol.md section 2): none, an agent token (registration
@@ -61,7 +62,7 @@ struct Route {
 };
 
 // The table itself, in docs/protocol.md order.
-inline constexpr std::array<Route, 17> kRoutes{{
+inline constexpr std::array<Route, 18> kRoutes{{
     {Endpoint::healthz, Method::get, "/healthz", Caller::anyone, BodyKind::none, Hold::never},
     {Endpoint::metrics, Method::get, "/metrics", Caller::anyone, BodyKind::none, Hold::never},
     {Endpoint::list_workers, Method::get, "/v1/workers", Caller::admin, BodyKind::none, Hold::never},
@@ -80,6 +81,7 @@ inline constexpr std::array<Route, 17> kRoutes{{
      Hold::never},
     {Endpoint::list_tokens, Method::get, "/v1/tokens", Caller::admin, BodyKind::none, Hold::never},
     {Endpoint::revoke_token, Method::post, "/v1/tokens/revoke", Caller::admin, BodyKind::json, Hold::never},
+    {Endpoint::purge, Method::post, "/v1/purge", Caller::admin, BodyKind::json, Hold::never},
 }};
 
 // The route of an endpoint (every Endpoint has exactly one).
@@ -129,6 +131,12 @@ std::string events_path(std::string_view job_id);                      // /v1/jo
 std::string cancel_path(std::string_view job_id);                      // /v1/jobs/{id}/cancel
 std::string tokens_path();                                             // /v1/tokens
 std::string revoke_path();                                             // /v1/tokens/revoke
+std::string purge_path();                                              // /v1/purge
+// GET targets of one page of a list: /v1/workers?limit=N[&cursor=C], /v1/jobs?limit=N[&state=S][&cursor=C].
+// A cursor is the previous page's nextCursor, which consists of URL-safe characters (docs/protocol.md 8.7).
+std::string workers_page_target(int limit, const std::optional<std::string>& cursor = std::nullopt);
+std::string jobs_page_target(int limit, std::optional<JobState> state = std::nullopt,
+                             const std::optional<std::string>& cursor = std::nullopt);
 // PUT target: /v1/jobs/{id}/logs/{stream}?offset=N&lease=L.
 std::string log_put_target(std::string_view job_id, LogStream stream, std::uint64_t offset,
                            std::string_view lease_id);

@@ -29,6 +29,14 @@ struct Limits {
   std::size_t max_string = 2 * 1024 * 1024;     // bytes of any JSON string (job parameters may be large)
   std::size_t max_array = 10'000;               // elements of any JSON array, members of any JSON object
   std::size_t max_name = 256;                   // ids, labels, runner/profile names, tag keys and values
+  // Log bytes stored per job, both streams of all its attempts together: an upload past it gets 413
+  // logCapReached and stores nothing.
+  std::uint64_t max_log_bytes_per_job = std::uint64_t{1} << 30;
+  // Pages of GET /v1/jobs and GET /v1/workers: the largest `limit` (400 beyond), and the JSON size after which
+  // a page ends early, with a nextCursor (it always holds at least one item).
+  int max_jobs_page = 10'000;
+  int max_workers_page = 1000;
+  std::size_t max_page_bytes = 8 * 1024 * 1024;
 };
 inline constexpr Limits kLimits{};
 
@@ -273,9 +281,10 @@ struct JobInfo {
   std::vector<EventInfo> events;
 };
 
-// GET /v1/jobs
+// GET /v1/jobs: one page.
 struct JobList {
   std::vector<JobInfo> jobs;
+  std::optional<std::string> next_cursor;    // pass as `cursor` for the next page; absent on the last page
 };
 
 // One worker (GET /v1/workers).
@@ -302,9 +311,23 @@ struct WorkerInfo {
   std::vector<std::string> running_jobs;     // jobs whose current attempt is on this worker and not final
 };
 
-// GET /v1/workers
+// POST /v1/purge
+struct PurgeRequest {
+  std::optional<double> older_than_s;        // seconds; absent: the server's retention
+};
+
+// 200 reply to POST /v1/purge: what was deleted.
+struct PurgeResponse {
+  std::int64_t jobs = 0;                     // finished jobs, with their attempts, events and logs
+  std::int64_t workers = 0;                  // gone or stale workers holding no live attempt
+  std::int64_t log_files = 0;                // job-log files removed
+  double older_than_s = 0;                   // the age used
+};
+
+// GET /v1/workers: one page.
 struct WorkerList {
   std::vector<WorkerInfo> workers;
+  std::optional<std::string> next_cursor;    // pass as `cursor` for the next page; absent on the last page
 };
 
 // One API token as GET /v1/tokens shows it: never the secret.

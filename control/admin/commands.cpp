@@ -5,9 +5,11 @@
 // break -Werror release builds.
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <iterator>
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json/serialize.hpp>
@@ -158,12 +160,45 @@ asio::awaitable<int> submit(AdminOptions o, SubmitOptions s) {
   co_return exit_status_of_job(std::string(protocol::to_string(done->state)), done->exit_code, done->signal);
 }
 
-asio::awaitable<int> jobs(AdminOptions o, std::optional<std::string> state, int limit) {
+// Up to `limit` jobs (newest first, in `state` when given), following the server's pages.
+asio::awaitable<Result<protocol::JobList>> all_jobs(Api& api, std::optional<protocol::JobState> state, int limit) {
+  protocol::JobList all;
+  std::optional<std::string> cursor;
+  while (static_cast<int>(all.jobs.size()) < limit) {
+    int want = std::min(limit - static_cast<int>(all.jobs.size()), protocol::kLimits.max_jobs_page);
+    auto page = co_await api.get<protocol::JobList>(http::Method::get, protocol::jobs_page_target(want, state, cursor));
+    if (!page) co_return page.error();
+    std::move(page->jobs.begin(), page->jobs.end(), std::back_inserter(all.jobs));
+    cursor = page->next_cursor;
+    if (!cursor) break;
+  }
+  all.jobs.resize(std::min<std::size_t>(all.jobs.size(), static_cast<std::size_t>(limit)));
+  co_return all;
+}
+
+// Every worker, following the server's pages.
+asio::awaitable<Result<protocol::WorkerList>> all_workers(Api& api) {
+  protocol::WorkerList all;
+  std::optional<std::string> cursor;
+  do {
+    auto page = co_await api.get<protocol::WorkerList>(http::Method::get,
+                                                       protocol::workers_page_target(protocol::kLimits.max_workers_page, cursor));
+    if (!page) co_return page.error();
+    std::move(page->workers.begin(), page->workers.end(), std::back_inserter(all.workers));
+    cursor = page->next_cursor;
+  } while (cursor);
+  co_return all;
+}
+
+asio::awaitable<int> jobs(AdminOptions o, std::optional<std::string> state_name, int limit) {
+  std::optional<protocol::JobState> state;
+  if (state_name) {
+    state = protocol::parse_job_state(*state_name);
+    if (!state) co_return report("--state: unknown job state '" + *state_name + "'");
+  }
   auto api = Api::connect(co_await asio::this_coro::executor, o);
   if (!api) co_return report(api.error().message);
-  std::string target = protocol::jobs_path() + "?limit=" + std::to_string(limit);
-  if (state) target += "&state=" + *state;
-  auto list = co_await api->get<protocol::JobList>(http::Method::get, target);
+  auto list = co_await all_jobs(*api, state, limit);
   if (!list) co_return report(list.error().message);
   if (o.json) {
     print_json(json::value_from(*list));
@@ -235,7 +270,7 @@ asio::awaitable<int> cancel(AdminOptions o, std::string id) {
 asio::awaitable<int> workers(AdminOptions o) {
   auto api = Api::connect(co_await asio::this_coro::executor, o);
   if (!api) co_return report(api.error().message);
-  auto list = co_await api->get<protocol::WorkerList>(http::Method::get, protocol::workers_path());
+  auto list = co_await all_workers(*api);
   if (!list) co_return report(list.error().message);
   if (o.json) {
     print_json(json::value_from(*list));
@@ -266,6 +301,27 @@ asio::awaitable<int> directive(AdminOptions o, std::string worker_id, std::strin
   co_return 0;
 }
 
+asio::awaitable<int> purge(AdminOptions o, std::optional<std::string> older_than) {
+  protocol::PurgeRequest req;
+  if (older_than) {
+    auto d = parse_duration(*older_than);
+    if (!d) co_return report("--older-than: " + d.error().message);
+    req.older_than_s = std::chrono::duration<double>(*d).count();
+  }
+  auto api = Api::connect(co_await asio::this_coro::executor, o);
+  if (!api) co_return report(api.error().message);
+  auto r = co_await api->get<protocol::PurgeResponse>(http::Method::post, protocol::purge_path(), protocol::to_json_text(req));
+  if (!r) co_return report(r.error().message);
+  if (o.json) print_json(json::value_from(*r));
+  else
+    std::cout << "purged " << r->jobs << " jobs (" << r->log_files << " log files) and " << r->workers
+              << " workers older than "
+              << format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::duration<double>(r->older_than_s)))
+              << "\n";
+  co_return 0;
+}
+
 }  // namespace
 
 int exit_status_of_job(const std::string& state, std::optional<int> exit_code, std::optional<int> signal) {
@@ -289,6 +345,9 @@ int cmd_logs(const AdminOptions& o, const std::string& id, protocol::LogStream s
 }
 int cmd_cancel(const AdminOptions& o, const std::string& id) { return run_sync(cancel(o, id)); }
 int cmd_workers(const AdminOptions& o) { return run_sync(workers(o)); }
+int cmd_purge(const AdminOptions& o, const std::optional<std::string>& older_than) {
+  return run_sync(purge(o, older_than));
+}
 int cmd_directive(const AdminOptions& o, const std::string& worker_id, const std::string& which) {
   return run_sync(directive(o, worker_id, which));
 }

@@ -1,5 +1,6 @@
 #pragma once
-// The admin commands of nymph-control (submit, jobs, job, logs, cancel, workers, kill, drain, token create|list|revoke),
+// The admin commands of nymph-control (submit, jobs, job, logs, cancel, workers, kill, drain, purge,
+// token create|list|revoke),
 // called by its main(). Each returns the process exit status and prints errors to stderr. Where requests go
 // and with which token: control/admin/target.hpp.
 #include <optional>
@@ -34,7 +35,8 @@ int exit_status_of_job(const std::string& state, std::optional<int> exit_code, s
 // Submits a job and prints its id (or the job as JSON); with --wait/--follow waits for it (streaming its
 // logs under --follow) and returns exit_status_of_job.
 int cmd_submit(const AdminOptions& o, const SubmitOptions& s);
-// Lists up to `limit` jobs, newest first, only those in `state` when given.
+// Lists up to `limit` jobs, newest first, only those in `state` when given, following the server's pages (the
+// JSON output is one {"jobs": [...]} without a nextCursor).
 int cmd_jobs(const AdminOptions& o, const std::optional<std::string>& state, int limit);
 // Shows one job with its attempts and events.
 int cmd_job(const AdminOptions& o, const std::string& id);
@@ -44,8 +46,11 @@ int cmd_logs(const AdminOptions& o, const std::string& id, protocol::LogStream s
              std::optional<int> attempt);
 // Cancels a job and prints its new state.
 int cmd_cancel(const AdminOptions& o, const std::string& id);
-// Lists the workers.
+// Lists every worker, following the server's pages (the JSON output is one {"workers": [...]}).
 int cmd_workers(const AdminOptions& o);
+// Asks the server to delete now the finished jobs (with their logs) and the gone or stale workers older than
+// `older_than` (duration text; absent: the server's retention) and prints how many it deleted.
+int cmd_purge(const AdminOptions& o, const std::optional<std::string>& older_than);
 // Sends the directive `which` ("kill" or "drain") to a worker.
 int cmd_directive(const AdminOptions& o, const std::string& worker_id, const std::string& which);
 // What `token create` makes.

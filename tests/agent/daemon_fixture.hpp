@@ -36,6 +36,8 @@ class FakeControlPlane final : public ControlPlane {
   std::map<std::string, std::string> logs;  // "job/stream" -> bytes
   std::vector<protocol::ExitRequest> exits;
   int fail_next_uploads = 0;                // transient failures before uploads succeed
+  std::size_t log_cap = SIZE_MAX;           // bytes per stream; an upload past it is refused (413 logCapReached)
+  int log_refusals = 0;
   std::set<std::string> fenced_leases;
   bool unauthorized = false;
   std::string worker_id = "w1";             // what registration answers
@@ -80,6 +82,10 @@ class FakeControlPlane final : public ControlPlane {
     if (auto f = upload_failure(lease)) co_return *f;
     auto& stored = logs[job + "/" + std::string(protocol::to_string(stream))];
     EXPECT_LE(offset, stored.size());
+    if (offset + bytes.size() > log_cap) {
+      ++log_refusals;
+      co_return CallError{CallFailure::closed, "log upload: HTTP 413: past the cap"};
+    }
     stored.resize(offset);
     stored += bytes;
     co_return stored.size();

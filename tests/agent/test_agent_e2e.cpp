@@ -184,6 +184,25 @@ TEST(AgentE2E, OutputIsByteExactAndMemoryStaysFlat) {
   EXPECT_LT(after - before, 48 * 1024) << "peak RSS grew from " << before << " KiB to " << after << " KiB";
 }
 
+TEST(AgentE2E, OutputPastTheLogCapIsDroppedWithOneWarningAndTheJobStillFinishes) {
+  ControlServer cp({.extra_args = {"--max-log-bytes-per-job", "1MiB"}});
+  AgentProcess agent(cp);
+  agent.wait_for_state("serving");
+  auto id = submit(cp, {"--", kChild, "--write", std::to_string(8 << 20), "--exit", "0"});
+  auto done = wait_for_job(cp, id, final_state);
+  EXPECT_EQ(job_state(done), "succeeded") << done << agent.log();
+  auto out = logs(cp, id);
+  EXPECT_GT(out.size(), 0u);
+  EXPECT_LE(out.size(), std::size_t{1} << 20);
+  for (std::size_t i = 0; i < out.size(); i += 4093) ASSERT_EQ(static_cast<unsigned char>(out[i]), i % 256) << i;
+  std::string log = agent.log();
+  auto first = log.find("takes no more stdout");
+  ASSERT_NE(first, std::string::npos) << log;
+  EXPECT_EQ(log.find("takes no more stdout", first + 1), std::string::npos) << log;
+  EXPECT_NE(log.find("HTTP 413: job '" + id + "' has "), std::string::npos) << log;
+  EXPECT_NE(log.find("cap of 1048576 bytes per job"), std::string::npos) << log;
+}
+
 TEST(AgentE2E, TokenAppearsInNoCmdlineEnvironmentOrLogAndJobsSeeOnlyStdio) {
   ControlServer cp;
   AgentProcess agent(cp);

@@ -38,3 +38,10 @@ TEST(ControlPlaneClassify, ProtocolErrorsByStatusAndCode) {
   EXPECT_EQ(gap.expected_offset, 42u);
   EXPECT_EQ(classify(400, error_body("invalidField"), "event").kind, CallFailure::rejected);
 }
+
+TEST(ControlPlaneClassify, NothingMoreAfterTheFinalEventOrPastTheLogCap) {
+  EXPECT_EQ(classify(413, error_body("logCapReached"), "log upload").kind, CallFailure::closed);
+  EXPECT_EQ(classify(409, error_body("attemptFinished"), "log upload").kind, CallFailure::closed);
+  EXPECT_EQ(classify(409, error_body("attemptFinished"), "event").kind, CallFailure::closed);
+  EXPECT_EQ(classify(413, error_body("bodyTooLarge"), "log upload").kind, CallFailure::rejected);
+}

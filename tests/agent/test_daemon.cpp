@@ -87,6 +87,27 @@ TEST_F(DaemonTest, FencedLeaseStopsTheAttemptAndDropsItsUploads) {
   EXPECT_TRUE(cp.events.empty());
 }
 
+TEST_F(DaemonTest, PastTheLogCapTheStreamIsDroppedWithOneWarningAndTheFinalEventStillGoes) {
+  runner.output = std::string(3 << 20, 'x');  // three 1 MiB uploads, more than the backlog bound
+  runner.finish.insert("j1");
+  cp.log_cap = (3 << 20) / 2;                 // the second upload is refused
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("j1")}});
+    co_await until([&] { return runner.released.contains("j1"); });
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  ASSERT_FALSE(cp.event_states("j1").empty());
+  EXPECT_EQ(cp.event_states("j1").back(), "succeeded");
+  EXPECT_EQ(cp.logs["j1/stdout"].size(), std::size_t{1} << 20);
+  EXPECT_EQ(cp.log_refusals, 1) << "no upload of a refused stream after the refusal";
+  std::string text = log_text.str();
+  auto first = text.find("takes no more stdout");
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find("takes no more stdout", first + 1), std::string::npos) << text;
+}
+
 TEST_F(DaemonTest, CancelOrderStopsTheJobAndReportsCancelled) {
   run([&]() -> asio::awaitable<void> {
     co_await until([&] { return !cp.polls.empty(); });

@@ -168,3 +168,22 @@ TEST(StatusFile, RoundTripsAtomically) {
   EXPECT_EQ(back->started_at, s.started_at);
   std::filesystem::remove_all(dir);
 }
+
+TEST(Outbox, AClosedStreamDropsItsBytesAndTheFinalEventStillGoes) {
+  AttemptOutbox box(4);
+  box.push_output(Stream::out, 0, "0123456789");
+  box.push_output(Stream::err, 0, "err");
+  box.push_event(JobUpdate{.state = JobState::succeeded, .exit_code = 0}, now, t0);
+  auto first = box.next_upload(t0);
+  ASSERT_TRUE(first && first->kind == Upload::Kind::log && first->stream == Stream::out);
+  box.acknowledged(*first);  // "0123" stored, then the control plane takes no more of stdout
+  box.close_stream(Stream::out);
+  EXPECT_EQ(box.buffered_bytes(), 3u);
+  box.push_output(Stream::out, 10, "later");  // dropped at once
+  EXPECT_EQ(box.buffered_bytes(), 3u);
+  auto r = drain(box);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "err");
+  EXPECT_EQ(r.seqs, std::vector<std::int64_t>{1});
+  EXPECT_TRUE(box.finished());
+}

@@ -25,7 +25,9 @@ TEST(Duration, RejectsGarbageWithTheText) {
 
 TEST(Duration, FormatsRoundTrip) {
   for (auto d : {250ms, 1500ms, std::chrono::milliseconds(30s), std::chrono::milliseconds(5min),
-                 std::chrono::milliseconds(2h)}) {
+                 std::chrono::milliseconds(2h), std::chrono::milliseconds(24h * 30)}) {
     EXPECT_EQ(parse_duration(nymph::format_duration(d)).value(), d);
   }
+  EXPECT_EQ(nymph::format_duration(std::chrono::hours(24 * 30)), "30d");
+  EXPECT_EQ(nymph::format_duration(std::chrono::hours(36)), "36h");
 }

@@ -218,6 +218,10 @@ TEST(ControlStartup, RefusesPlainHttpOffLoopbackAndBadOptions) {
   auto bad = run_command({NYMPH_CONTROL_BINARY, "serve", "--listen", "127.0.0.1:0", "--db", cp.dir() + "/x.db",
                           "--poll-timeout", "soon"});
   EXPECT_NE(bad.exit_code, 0);
+  auto no_logs = run_command({NYMPH_CONTROL_BINARY, "serve", "--listen", "127.0.0.1:0", "--db", cp.dir() + "/x.db",
+                              "--max-log-bytes-per-job", "0"});
+  EXPECT_NE(no_logs.exit_code, 0);
+  EXPECT_NE(no_logs.err.find("--max-log-bytes-per-job must be > 0"), std::string::npos) << no_logs.err;
   auto cert = run_command({NYMPH_CONTROL_BINARY, "serve", "--listen", "127.0.0.1:0", "--db", cp.dir() + "/x.db",
                            "--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key"});
   EXPECT_NE(cert.exit_code, 0);

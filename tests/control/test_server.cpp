@@ -599,3 +599,24 @@ TEST(ControlServer, CurlSmoke) {
   auto metrics = nymph::test::run_command({"curl", "-sS", cp.url() + "/metrics"});
   EXPECT_NE(metrics.out.find("nymph_queue_depth 1"), std::string::npos) << metrics.out;
 }
+
+TEST(ControlServer, ClientTextInTheLogIsEscapedAndCapped) {
+  ControlServer cp;
+  Api api(cp);
+  p::RegisterRequest reg;
+  reg.launch_id = nymph::test::fresh_ulid();
+  reg.hostname = "node1\n[error] FORGED by the hostname";
+  reg.runners = {"process"};
+  auto w = api.ok<p::RegisterResponse>(201, http::Method::post, p::workers_path(), api.agent(), p::to_json_text(reg));
+  api.remember(w);
+  p::ExitRequest ex{p::ExitReason::error, "bye\r\n[error] FORGED by the message\x1b[2J" + std::string((2 << 20) - 100, 'x')};
+  ASSERT_EQ(api.call(http::Method::post, p::exit_path(w.worker_id), api.credential(w.worker_id), p::to_json_text(ex)).status,
+            200u);
+  std::string log = cp.log();
+  EXPECT_NE(log.find("host node1\\n[error] FORGED by the hostname"), std::string::npos) << log;
+  EXPECT_NE(log.find("exited: error bye\\r\\n[error] FORGED by the message\\x1b[2Jxxx"), std::string::npos) << log;
+  EXPECT_NE(log.find("xxx…(" + std::to_string(ex.message.size()) + " bytes)"), std::string::npos) << log;
+  EXPECT_EQ(log.find("\n[error] FORGED"), std::string::npos) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos);
+  EXPECT_LT(log.size(), 16u * 1024) << "the 2 MiB exit message is capped";
+}

@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -308,7 +309,59 @@ TEST_F(StoreTest, StateSurvivesReopen) {
   EXPECT_EQ(store_->read_log(j, "stdout", 0, std::nullopt, 100)->data, "abc");
   EXPECT_TRUE(store_->mark_stale(w));
   EXPECT_FALSE(store_->mark_stale(w));
-  EXPECT_EQ(store_->counts().workers_by_status["stale"], 1);
+  EXPECT_EQ(store_->counts()[p::WorkerStatus::stale], 1);
+}
+
+TEST_F(StoreTest, RecordedChangesMoveTheCountsExactlyOnEveryPath) {
+  StateCounts tracked = store_->counts();
+  auto step = [&](const char* what) {
+    tracked += store_->take_changes();
+    EXPECT_EQ(tracked, store_->counts()) << "after " << what;
+  };
+  std::string launch = nymph::test::fresh_ulid();
+  std::string w1 = worker({"process"}, {}, {}, launch);
+  std::string w2 = worker();
+  step("register");
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 5; ++i) jobs.push_back(submit("process", {}, {}, i == 2 ? 1 : 2));
+  step("submit");
+  auto got = poll(w1, {{"process", 3}}).reply.jobs;
+  ASSERT_EQ(got.size(), 3u);
+  step("dispatch");
+  store_->apply_event(jobs[0], event(got[0].lease_id, 1, p::EventState::running), now()).value();
+  step("running event");
+  store_->apply_event(jobs[0], event(got[0].lease_id, 2, p::EventState::succeeded, 0), now()).value();
+  step("final event");
+  store_->apply_event(jobs[1], event(got[1].lease_id, 1, p::EventState::lost), now()).value();
+  step("lost event (re-queued)");
+  store_->cancel_job(jobs[2], now()).value();
+  step("cancel of a running job");
+  EXPECT_TRUE(store_->expire_lease(got[2].lease_id, "expired", now()).expired);
+  step("lease expiry of a cancelling job");
+  store_->cancel_job(jobs[4], now()).value();
+  step("cancel of a queued job");
+  EXPECT_FALSE(store_->apply_event(jobs[0], event(got[0].lease_id, 3, p::EventState::failed), now()));
+  step("a refused event");
+  EXPECT_TRUE(store_->mark_stale(w2));
+  step("stale");
+  poll(w2, {{"process", 0}});
+  step("poll of a stale worker");
+  store_->worker_exit(w1, p::ExitRequest{p::ExitReason::sigterm, ""}, now()).value();
+  step("exit");
+  worker({"process"}, {}, {}, launch);
+  step("re-registration of a gone worker");
+  std::string secret = store_->create_token(Role::agent, "revoked-later", now());
+  p::RegisterRequest r;
+  r.launch_id = nymph::test::fresh_ulid();
+  r.hostname = "h";
+  r.runners = {"process"};
+  store_->register_worker(r, store_->find_token(secret).value(), now()).value();
+  step("registration with a real token");
+  store_->revoke_tokens("revoked-later", now()).value();
+  step("revocation of its token");
+  store_->worker_exit(w1, p::ExitRequest{p::ExitReason::sigterm, ""}, now()).value();
+  EXPECT_GT(store_->purge(now() + std::chrono::hours(1), 100).jobs, 0);
+  step("purge");
 }
 
 TEST_F(StoreTest, TheDatabaseItsWalShmAndLogsArePrivateWhateverTheUmask) {
@@ -339,4 +392,124 @@ TEST_F(StoreTest, AnExistingDatabaseOthersCanReadIsTightenedWithAWarning) {
   EXPECT_NE(logged.str().find(path_ + ": mode 0644 -> 0600"), std::string::npos) << logged.str();
   EXPECT_NE(logged.str().find(path_ + "-wal: mode 0640 -> 0600"), std::string::npos) << logged.str();
   EXPECT_TRUE(store_->get_job(j));  // the same database, only its mode changed
+}
+
+TEST_F(StoreTest, LogsStopAtTheJobCapAndAtTheAttemptsFinalEvent) {
+  std::string j = submit();
+  std::string w = worker();
+  auto lease1 = poll(w).reply.jobs.at(0).lease_id;
+  EXPECT_EQ(store_->append_log(j, "stdout", lease1, w, 0, "0123456789", 16).value(), 10u);
+  EXPECT_EQ(store_->append_log(j, "stderr", lease1, w, 0, "abcd", 16).value(), 4u);
+  auto over = store_->append_log(j, "stderr", lease1, w, 4, "efg", 16);  // 17 bytes for the job: refused whole
+  ASSERT_FALSE(over);
+  EXPECT_EQ(over.error().status, 413u);
+  EXPECT_EQ(over.error().code, "logCapReached");
+  EXPECT_NE(over.error().message.find("cap of 16 bytes per job"), std::string::npos) << over.error().message;
+  EXPECT_EQ(store_->read_log(j, "stderr", 0, std::nullopt, 100)->size, 4u);
+  EXPECT_EQ(store_->append_log(j, "stderr", lease1, w, 0, "abcd", 16).value(), 4u);  // nothing new: still fine
+  EXPECT_EQ(store_->append_log(j, "stderr", lease1, w, 4, "ef", 16).value(), 6u);    // exactly at the cap
+  // The cap is per job: a second attempt shares it.
+  store_->apply_event(j, event(lease1, 1, p::EventState::lost), now()).value();
+  auto lease2 = poll(w).reply.jobs.at(0).lease_id;
+  EXPECT_EQ(store_->append_log(j, "stdout", lease2, w, 0, "x", 16).error().code, "logCapReached");
+  // After the attempt's final event nothing more is stored.
+  store_->apply_event(j, event(lease2, 1, p::EventState::succeeded, 0), now()).value();
+  auto late = store_->append_log(j, "stdout", lease2, w, 0, "late");
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().status, 409u);
+  EXPECT_EQ(late.error().code, "attemptFinished");
+  EXPECT_EQ(store_->read_log(j, "stdout", 0, 2, 100)->size, 0u);
+  EXPECT_FALSE(std::filesystem::exists(path_ + ".logs/" + j + "-2.stdout"));
+}
+
+TEST_F(StoreTest, ListsComeInPagesByCountAndSize) {
+  std::vector<std::string> workers;
+  for (int i = 0; i < 5; ++i) workers.push_back(worker());
+  std::sort(workers.begin(), workers.end());
+  std::vector<std::string> seen;
+  std::optional<std::string> cursor;
+  int pages = 0;
+  do {
+    auto page = store_->list_workers(cursor, PageSpec{2, 1 << 20});
+    EXPECT_LE(page.workers.size(), 2u);
+    for (const auto& w : page.workers) seen.push_back(w.id);
+    cursor = page.next_cursor;
+    ++pages;
+  } while (cursor && pages < 10);
+  EXPECT_EQ(seen, workers);  // in id order, each once
+  EXPECT_EQ(pages, 3);
+  EXPECT_FALSE(store_->list_workers(std::nullopt, PageSpec{5, 1 << 20}).next_cursor);  // exactly one full page
+  // A page ends early once its JSON would pass max_bytes, but never holds nothing.
+  auto small = store_->list_workers(std::nullopt, PageSpec{5, 1});
+  EXPECT_EQ(small.workers.size(), 1u);
+  EXPECT_EQ(small.next_cursor, workers[0]);
+
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 5; ++i) jobs.push_back(submit());
+  store_->cancel_job(jobs[1], now()).value();
+  auto newest = store_->list_jobs(std::nullopt, std::nullopt, PageSpec{3, 1 << 20});
+  ASSERT_EQ(newest.jobs.size(), 3u);
+  EXPECT_EQ(newest.jobs[0].id, jobs[4]);
+  ASSERT_TRUE(newest.next_cursor);
+  auto rest = store_->list_jobs(std::nullopt, std::stoll(*newest.next_cursor), PageSpec{3, 1 << 20});
+  ASSERT_EQ(rest.jobs.size(), 2u);
+  EXPECT_EQ(rest.jobs[0].id, jobs[1]);
+  EXPECT_EQ(rest.jobs[1].id, jobs[0]);
+  EXPECT_FALSE(rest.next_cursor);
+  auto queued = store_->list_jobs(p::JobState::queued, std::nullopt, PageSpec{10, 1 << 20});
+  EXPECT_EQ(queued.jobs.size(), 4u);
+  EXPECT_FALSE(queued.next_cursor);
+}
+
+TEST_F(StoreTest, PurgeDeletesOldFinishedJobsWithTheirLogsAndOldGoneOrStaleWorkersOnly) {
+  const WallTime old = now() - std::chrono::hours(24 * 40), cutoff = now() - std::chrono::hours(24 * 30);
+  std::string live_launch = nymph::test::fresh_ulid();
+  std::string w = worker({"process"}, {}, {}, live_launch);
+  std::string old_job = submit(), new_job = submit(), running = submit();
+  auto got = poll(w, {{"process", 3}}).reply.jobs;
+  ASSERT_EQ(got.size(), 3u);
+  store_->append_log(old_job, "stdout", got[0].lease_id, 0, "out").value();
+  store_->append_log(old_job, "stderr", got[0].lease_id, 0, "err").value();
+  store_->apply_event(old_job, event(got[0].lease_id, 1, p::EventState::succeeded, 0), old).value();
+  store_->apply_event(new_job, event(got[1].lease_id, 1, p::EventState::failed, 1), now()).value();
+  std::string queued = submit();
+  // Workers: one gone and one stale long ago, one gone long ago that still holds a live attempt (`running`),
+  // and an active one not seen for long.
+  p::ExitRequest bye{p::ExitReason::sigterm, ""};
+  std::string gone = worker();
+  store_->worker_exit(gone, bye, old).value();
+  p::RegisterRequest r;
+  r.launch_id = nymph::test::fresh_ulid();
+  r.hostname = "h";
+  r.runners = {"process"};
+  std::string stale = store_->register_worker(r, old).value().reply.worker_id;
+  EXPECT_TRUE(store_->mark_stale(stale));
+  store_->worker_exit(w, bye, old).value();
+  r.launch_id = nymph::test::fresh_ulid();
+  std::string quiet = store_->register_worker(r, old).value().reply.worker_id;
+
+  auto purged = store_->purge(cutoff, 100);
+  EXPECT_EQ(purged.jobs, 1);
+  EXPECT_EQ(purged.log_files, 2);
+  EXPECT_EQ(purged.workers, 2);
+  EXPECT_FALSE(purged.more);
+  EXPECT_EQ(store_->get_job(old_job).error().code, "unknownJob");
+  EXPECT_FALSE(std::filesystem::exists(path_ + ".logs/" + old_job + "-1.stdout"));
+  EXPECT_FALSE(std::filesystem::exists(path_ + ".logs/" + old_job + "-1.stderr"));
+  for (const auto& kept : {new_job, running, queued}) EXPECT_TRUE(store_->get_job(kept)) << kept;
+  std::vector<std::string> left;
+  for (const auto& x : store_->list_workers().workers) left.push_back(x.id);
+  std::sort(left.begin(), left.end());
+  std::vector<std::string> expected{w, quiet};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(left, expected);
+  // In batches: a full batch says there may be more.
+  store_->apply_event(running, event(got[2].lease_id, 1, p::EventState::succeeded, 0), old).value();
+  const WallTime later = now() + std::chrono::hours(1);
+  auto first = store_->purge(later, 1);
+  EXPECT_EQ(first.jobs, 1);
+  EXPECT_TRUE(first.more);
+  EXPECT_EQ(store_->purge(later, 1).jobs, 1);
+  EXPECT_EQ(store_->purge(later, 1).jobs, 0);
+  EXPECT_TRUE(store_->get_job(queued));
 }

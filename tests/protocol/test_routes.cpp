@@ -23,7 +23,7 @@ TEST(Routes, EveryEndpointHasExactlyOneRouteAndEveryPatternMethodPairIsUnique) {
     EXPECT_TRUE(shapes.insert({r.pattern, r.method}).second) << r.pattern;
     EXPECT_EQ(&p::route_of(r.endpoint), &r);
   }
-  EXPECT_EQ(endpoints.size(), static_cast<std::size_t>(p::Endpoint::revoke_token) + 1);
+  EXPECT_EQ(endpoints.size(), static_cast<std::size_t>(p::Endpoint::purge) + 1);
 }
 
 TEST(Routes, ClientPathsMatchBackToTheirEndpointAndParameters) {
