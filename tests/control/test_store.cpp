@@ -328,11 +328,11 @@ TEST_F(StoreTest, RecordedChangesMoveTheCountsExactlyOnEveryPath) {
   auto got = poll(w1, {{"process", 3}}).reply.jobs;
   ASSERT_EQ(got.size(), 3u);
   step("dispatch");
-  store_->apply_event(jobs[0], event(got[0].lease_id, 1, p::EventState::running), now()).value();
+  store_->apply_event(jobs[0], event(got[0].lease_id, 1, p::EventState::running), w1, now()).value();
   step("running event");
-  store_->apply_event(jobs[0], event(got[0].lease_id, 2, p::EventState::succeeded, 0), now()).value();
+  store_->apply_event(jobs[0], event(got[0].lease_id, 2, p::EventState::succeeded, 0), w1, now()).value();
   step("final event");
-  store_->apply_event(jobs[1], event(got[1].lease_id, 1, p::EventState::lost), now()).value();
+  store_->apply_event(jobs[1], event(got[1].lease_id, 1, p::EventState::lost), w1, now()).value();
   step("lost event (re-queued)");
   store_->cancel_job(jobs[2], now()).value();
   step("cancel of a running job");
@@ -340,7 +340,7 @@ TEST_F(StoreTest, RecordedChangesMoveTheCountsExactlyOnEveryPath) {
   step("lease expiry of a cancelling job");
   store_->cancel_job(jobs[4], now()).value();
   step("cancel of a queued job");
-  EXPECT_FALSE(store_->apply_event(jobs[0], event(got[0].lease_id, 3, p::EventState::failed), now()));
+  EXPECT_FALSE(store_->apply_event(jobs[0], event(got[0].lease_id, 3, p::EventState::failed), w1, now()));
   step("a refused event");
   EXPECT_TRUE(store_->mark_stale(w2));
   step("stale");
@@ -409,11 +409,11 @@ TEST_F(StoreTest, LogsStopAtTheJobCapAndAtTheAttemptsFinalEvent) {
   EXPECT_EQ(store_->append_log(j, "stderr", lease1, w, 0, "abcd", 16).value(), 4u);  // nothing new: still fine
   EXPECT_EQ(store_->append_log(j, "stderr", lease1, w, 4, "ef", 16).value(), 6u);    // exactly at the cap
   // The cap is per job: a second attempt shares it.
-  store_->apply_event(j, event(lease1, 1, p::EventState::lost), now()).value();
+  store_->apply_event(j, event(lease1, 1, p::EventState::lost), w, now()).value();
   auto lease2 = poll(w).reply.jobs.at(0).lease_id;
   EXPECT_EQ(store_->append_log(j, "stdout", lease2, w, 0, "x", 16).error().code, "logCapReached");
   // After the attempt's final event nothing more is stored.
-  store_->apply_event(j, event(lease2, 1, p::EventState::succeeded, 0), now()).value();
+  store_->apply_event(j, event(lease2, 1, p::EventState::succeeded, 0), w, now()).value();
   auto late = store_->append_log(j, "stdout", lease2, w, 0, "late");
   ASSERT_FALSE(late);
   EXPECT_EQ(late.error().status, 409u);
@@ -468,10 +468,10 @@ TEST_F(StoreTest, PurgeDeletesOldFinishedJobsWithTheirLogsAndOldGoneOrStaleWorke
   std::string old_job = submit(), new_job = submit(), running = submit();
   auto got = poll(w, {{"process", 3}}).reply.jobs;
   ASSERT_EQ(got.size(), 3u);
-  store_->append_log(old_job, "stdout", got[0].lease_id, 0, "out").value();
-  store_->append_log(old_job, "stderr", got[0].lease_id, 0, "err").value();
-  store_->apply_event(old_job, event(got[0].lease_id, 1, p::EventState::succeeded, 0), old).value();
-  store_->apply_event(new_job, event(got[1].lease_id, 1, p::EventState::failed, 1), now()).value();
+  store_->append_log(old_job, "stdout", got[0].lease_id, w, 0, "out").value();
+  store_->append_log(old_job, "stderr", got[0].lease_id, w, 0, "err").value();
+  store_->apply_event(old_job, event(got[0].lease_id, 1, p::EventState::succeeded, 0), w, old).value();
+  store_->apply_event(new_job, event(got[1].lease_id, 1, p::EventState::failed, 1), w, now()).value();
   std::string queued = submit();
   // Workers: one gone and one stale long ago, one gone long ago that still holds a live attempt (`running`),
   // and an active one not seen for long.
@@ -482,11 +482,11 @@ TEST_F(StoreTest, PurgeDeletesOldFinishedJobsWithTheirLogsAndOldGoneOrStaleWorke
   r.launch_id = nymph::test::fresh_ulid();
   r.hostname = "h";
   r.runners = {"process"};
-  std::string stale = store_->register_worker(r, old).value().reply.worker_id;
+  std::string stale = store_->register_worker(r, agent_, old).value().reply.worker_id;
   EXPECT_TRUE(store_->mark_stale(stale));
   store_->worker_exit(w, bye, old).value();
   r.launch_id = nymph::test::fresh_ulid();
-  std::string quiet = store_->register_worker(r, old).value().reply.worker_id;
+  std::string quiet = store_->register_worker(r, agent_, old).value().reply.worker_id;
 
   auto purged = store_->purge(cutoff, 100);
   EXPECT_EQ(purged.jobs, 1);
@@ -504,7 +504,7 @@ TEST_F(StoreTest, PurgeDeletesOldFinishedJobsWithTheirLogsAndOldGoneOrStaleWorke
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(left, expected);
   // In batches: a full batch says there may be more.
-  store_->apply_event(running, event(got[2].lease_id, 1, p::EventState::succeeded, 0), old).value();
+  store_->apply_event(running, event(got[2].lease_id, 1, p::EventState::succeeded, 0), w, old).value();
   const WallTime later = now() + std::chrono::hours(1);
   auto first = store_->purge(later, 1);
   EXPECT_EQ(first.jobs, 1);
