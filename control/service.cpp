@@ -1,5 +1,7 @@
 #include "control/service.hpp"
 
+#include <new>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/this_coro.hpp>
 
@@ -16,18 +18,15 @@ using Steady = std::chrono::steady_clock;
 using protocol::Directive;
 using namespace detail;
 
-namespace {
-
-// The reply for `req` while the exception its handling threw is being handled: 503 `unavailable` for a
-// storage outage (StorageError), which clients retry; 500 `internal` for anything else, a bug, which they
-// must not retry as an outage. Both are logged with the request and the exception text, which the client
-// does not get.
 HttpReply reply_for_exception(spdlog::logger& log, const HttpRequest& req) {
   try {
     throw;
   } catch (const StorageError& e) {
     log.error("{} {}: storage unavailable: {}", req.method, req.target, e.what());
     return error_reply(503, "unavailable", "storage unavailable; retry later");
+  } catch (const std::bad_alloc&) {
+    log.error("{} {}: out of memory", req.method, req.target);
+    return error_reply(503, "unavailable", "out of memory; retry later");
   } catch (const std::exception& e) {
     log.error("{} {}: internal error: {}", req.method, req.target, e.what());
   } catch (...) {
@@ -35,8 +34,6 @@ HttpReply reply_for_exception(spdlog::logger& log, const HttpRequest& req) {
   }
   return error_reply(500, "internal", "internal error (the control plane's log has the details)");
 }
-
-}  // namespace
 
 HttpReply error_reply(unsigned status, std::string code, std::string message) {
   return reply_for(ApiError{status, std::move(code), std::move(message), {}});
