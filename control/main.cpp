@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
 
   // serve
   ServerConfig server;
-  std::string poll_timeout = "30s", lease_ttl = "90s", stale_after = "60s", log_level = "info";
+  std::string poll_timeout = "30s", lease_ttl = "90s", stale_after = "60s", head_timeout = "10s", log_level = "info";
   auto* serve = app.add_subcommand("serve", "Serve the /v1 protocol over HTTP(S) with a SQLite database");
   serve->add_option("--listen", server.listen, "HOST:PORT to listen on (port 0: any)")->default_val("127.0.0.1:8470");
   serve->add_option("--db", server.db_path, "SQLite database file (created if missing)")->required();
@@ -54,6 +54,15 @@ int main(int argc, char** argv) {
   serve->add_option("--poll-timeout", poll_timeout, "How long a poll is held")->check(duration)->default_val("30s");
   serve->add_option("--lease-ttl", lease_ttl, "Lease lifetime without renewal")->check(duration)->default_val("90s");
   serve->add_option("--stale-after", stale_after, "No contact for this long: worker stale")->check(duration)->default_val("60s");
+  serve->add_option("--max-connections", server.max_connections,
+                    "Open connections at most (default: the open-files limit less 64, at most 16384)");
+  serve->add_option("--max-body-memory", server.max_body_memory,
+                    "Bytes of request bodies read at once, e.g. 64MiB (at least the largest body, 8MiB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->default_str("64MiB");
+  serve->add_option("--head-timeout", head_timeout, "A new connection's time to send its first request head")
+      ->check(duration)
+      ->default_val("10s");
   serve->add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->default_val("info");
 
   AdminOptions admin;
@@ -141,6 +150,7 @@ int main(int argc, char** argv) {
       server.service.poll_timeout = duration_or_throw(poll_timeout);
       server.service.lease_ttl = duration_or_throw(lease_ttl);
       server.service.stale_after = duration_or_throw(stale_after);
+      server.head_timeout = duration_or_throw(head_timeout);
       auto log = nymph::make_logger("control", log_level);
       run_server(server, log, [](const std::string& url) { std::cout << "listening on " << url << std::endl; });
       return 0;

@@ -4,7 +4,15 @@
 
 #include <sys/resource.h>
 
+#include <new>
+#include <sstream>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+
 #include "control/connection_budget.hpp"
+#include "control/server.hpp"
 
 using namespace nymph::control;
 using namespace std::chrono_literals;
@@ -104,4 +112,17 @@ TEST(FrontLimits, RaisesTheSoftOpenFilesLimitToTheHardLimit) {
   EXPECT_EQ(raised.after, lim.rlim_max);
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
   EXPECT_EQ(lim.rlim_cur, lim.rlim_max);
+}
+
+TEST(RunIo, AnExceptionEscapingAHandlerIsLoggedAndTheLoopGoesOn) {
+  std::ostringstream out;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_st>(out);
+  spdlog::logger log("test", sink);
+  boost::asio::io_context ioc;
+  bool after = false;
+  boost::asio::post(ioc, [] { throw std::bad_alloc(); });
+  boost::asio::post(ioc, [&] { after = true; });
+  run_io(ioc, log);
+  EXPECT_TRUE(after);
+  EXPECT_NE(out.str().find("serving on: std::bad_alloc"), std::string::npos) << out.str();
 }
