@@ -11,6 +11,7 @@
 #include <spdlog/logger.h>
 
 #include "common/error.hpp"
+#include "control/connection_budget.hpp"
 
 namespace nymph::control {
 
@@ -21,6 +22,7 @@ struct ListenConfig {
   std::uint16_t port = 8470;            // 0: any free port
   std::optional<std::string> tls_cert;  // PEM certificate chain; with tls_key enables HTTPS
   std::optional<std::string> tls_key;
+  FrontLimits limits;                   // connections, body bytes, head timeout
 };
 
 // Parses "HOST:PORT" or "[V6]:PORT" into host and port. Returns an Error naming the bad text.
@@ -38,7 +40,11 @@ class HttpServer {
   // "http://HOST:PORT" or "https://HOST:PORT" of the bound address.
   std::string url() const;
 
-  // Accepts connections until stop(). Each connection runs in its own coroutine.
+  // Accepts connections until stop(). Each connection runs in its own coroutine. At limits.max_connections
+  // it closes the connection waiting longest for a request head to make room, or closes the new one at once
+  // when every connection is busy with a request. When accept() fails (out of descriptors) it closes such an
+  // idle connection and retries, or pauses (100 ms doubling to 1 s; logged once per burst). Never throws
+  // but for cancellation.
   boost::asio::awaitable<void> run();
 
   // Closes the listener and every open connection. Idempotent.

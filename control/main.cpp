@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
 
   // serve
   ServerConfig server;
-  std::string poll_timeout = "30s", lease_ttl = "90s", stale_after = "60s", log_level = "info";
+  std::string poll_timeout = "30s", lease_ttl = "90s", stale_after = "60s", head_timeout = "10s", log_level = "info";
   std::string retention = "30d", purge_interval = "1h";
   auto* serve = app.add_subcommand("serve", "Serve the /v1 protocol over HTTP(S) with a SQLite database");
   serve->add_option("--listen", server.listen, "HOST:PORT to listen on (port 0: any)")->default_val("127.0.0.1:8470");
@@ -83,6 +83,15 @@ int main(int argc, char** argv) {
   serve->add_option("--purge-interval", purge_interval, "How often to delete what is past the retention")
       ->check(duration)
       ->default_val("1h");
+  serve->add_option("--max-connections", server.max_connections,
+                    "Open connections at most (default: the open-files limit less 64, at most 16384)");
+  serve->add_option("--max-body-memory", server.max_body_memory,
+                    "Bytes of request bodies read at once, e.g. 64MiB (at least the largest body, 8MiB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->default_str("64MiB");
+  serve->add_option("--head-timeout", head_timeout, "A new connection's time to send its first request head")
+      ->check(duration)
+      ->default_val("10s");
   serve->add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->default_val("info");
 
   AdminOptions admin;
@@ -178,6 +187,7 @@ int main(int argc, char** argv) {
       server.service.stale_after = duration_or_throw(stale_after);
       server.service.retention = retention_or_throw(retention);
       server.service.purge_interval = duration_or_throw(purge_interval);
+      server.head_timeout = duration_or_throw(head_timeout);
       auto log = nymph::make_logger("control", log_level);
       run_server(server, log, [](const std::string& url) { std::cout << "listening on " << url << std::endl; });
       return 0;

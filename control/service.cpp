@@ -1,5 +1,7 @@
 #include "control/service.hpp"
 
+#include <new>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/this_coro.hpp>
 
@@ -16,12 +18,6 @@ using Steady = std::chrono::steady_clock;
 using protocol::Directive;
 using namespace detail;
 
-namespace {
-
-// The reply for `req` while the exception its handling threw is being handled: 503 `unavailable` for a
-// storage outage (StorageError), which clients retry; 500 `internal` for anything else, a bug, which they
-// must not retry as an outage. Both are logged with the request and the exception text, which the client
-// does not get.
 HttpReply reply_for_exception(spdlog::logger& log, const HttpRequest& req) {
   auto method = printable_excerpt(req.method, 256);
   auto target = printable_excerpt(req.target, 256);
@@ -30,6 +26,9 @@ HttpReply reply_for_exception(spdlog::logger& log, const HttpRequest& req) {
   } catch (const StorageError& e) {
     log.error("{} {}: storage unavailable: {}", method, target, printable_excerpt(e.what(), 1024));
     return error_reply(503, "unavailable", "storage unavailable; retry later");
+  } catch (const std::bad_alloc&) {
+    log.error("{} {}: out of memory", req.method, req.target);
+    return error_reply(503, "unavailable", "out of memory; retry later");
   } catch (const std::exception& e) {
     log.error("{} {}: internal error: {}", method, target, printable_excerpt(e.what(), 1024));
   } catch (...) {
@@ -37,8 +36,6 @@ HttpReply reply_for_exception(spdlog::logger& log, const HttpRequest& req) {
   }
   return error_reply(500, "internal", "internal error (the control plane's log has the details)");
 }
-
-}  // namespace
 
 HttpReply error_reply(unsigned status, std::string code, std::string message) {
   return reply_for(ApiError{status, std::move(code), std::move(message), {}});

@@ -71,6 +71,13 @@ struct HttpReply {
 // Builds an error reply {"error":{...}} for a status, code and message.
 HttpReply error_reply(unsigned status, std::string code, std::string message);
 
+// The reply for `req` while an exception thrown handling it is being handled (call it inside a catch
+// block): 503 `unavailable` for an outage that a retry may get past — a storage outage (StorageError) or an
+// allocation failure (std::bad_alloc, "out of memory"); 500 `internal` for anything else, a bug, which
+// clients must not retry as an outage. Logs the request and the exception text at error level; the reply
+// carries no exception text.
+HttpReply reply_for_exception(spdlog::logger& log, const HttpRequest& req);
+
 class Service {
  public:
   // `db` must outlive the service. Nothing runs until start().
