@@ -293,6 +293,9 @@ TEST(ControlRetention, PurgeDeletesOldFinishedJobsWithTheirLogFilesAndOldGoneWor
   auto workers = c.ok<p::WorkerList>(200, http::Method::get, p::workers_path(), c.admin()).workers;
   ASSERT_EQ(workers.size(), 1u);
   EXPECT_EQ(workers[0].id, active);  // not seen for long, but active
+  // The deleted worker's credential, which the server had cached when it exited, no longer works.
+  EXPECT_EQ(outcome(c.call(http::Method::post, p::exit_path(gone), c.credential(gone), R"({"exitReason":"sigterm"})")),
+            "401 unauthorized");
   EXPECT_EQ(shown_in_metrics(c.metrics()), counted_in_database(cp.db_path()));
   EXPECT_NE(cp.log().find("purged 1 finished jobs (2 log files) and 1 gone or stale workers older than 30d"),
             std::string::npos)
