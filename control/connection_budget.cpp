@@ -77,6 +77,21 @@ std::optional<ConnectionTable::Id> ConnectionTable::evict() {
   return victim;
 }
 
+std::size_t ConnectionTable::count(State state) const {
+  switch (state) {
+    case State::waiting: return waiting_.size();
+    case State::rejecting: return rejecting_.size();
+    case State::busy: return entries_.size() - waiting_.size() - rejecting_.size();
+  }
+  return 0;
+}
+
+std::chrono::microseconds drain_pause(std::size_t bytes, std::size_t draining, std::size_t rate) {
+  long double seconds = static_cast<long double>(bytes) * static_cast<long double>(std::max<std::size_t>(draining, 1)) /
+                        static_cast<long double>(std::max<std::size_t>(rate, 1));
+  return std::chrono::microseconds(static_cast<std::int64_t>(seconds * 1e6L));
+}
+
 bool BodyBudget::take(std::size_t bytes) {
   if (bytes > capacity_ - in_use_) return false;
   in_use_ += bytes;

@@ -67,6 +67,8 @@ class ConnectionTable {
   std::optional<Id> evict();
 
   std::size_t size() const { return entries_.size(); }
+  // The open connections in `state`.
+  std::size_t count(State state) const;
   std::size_t max_open() const { return max_open_; }
 
  private:
@@ -117,6 +119,12 @@ class BodyReservation {
   BodyBudget* budget_;
   std::size_t bytes_ = 0;
 };
+
+// How long a connection that has just read and discarded `bytes` of a refused request waits before reading
+// more, so that the `draining` connections together discard at most `rate` bytes per second: draining lets a
+// client that writes its whole body before reading see the error reply instead of a reset, but must not let
+// thousands of clients make the server copy gigabytes for nothing.
+std::chrono::microseconds drain_pause(std::size_t bytes, std::size_t draining, std::size_t rate);
 
 // The pause of the accept loop after accept() fails (out of descriptors, EMFILE/ENFILE, and the like):
 // 100 ms, doubling up to 1 s, until an accept succeeds. One log line per burst of failures, not one per

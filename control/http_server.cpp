@@ -64,6 +64,7 @@ constexpr auto kWriteTimeout = 60s;
 constexpr auto kLingerTimeout = 5s;               // draining a refused request after its error reply
 constexpr std::size_t kLingerBytes = 64 << 20;
 constexpr std::size_t kScratchBytes = 64 << 10;           // the one buffer every draining connection reads into
+constexpr std::size_t kDrainRate = 64 << 20;              // bytes per second all draining connections discard
 constexpr std::size_t kSmallBody = 16 << 10;             // bodies up to this size are read with the default buffer
 constexpr std::size_t kLargeBodyReadBuffer = 256 << 10;  // read buffer of a larger body (per request, released after)
 constexpr auto kRefusalLogInterval = 10s;        // connections refused at the cap: one log line per interval
@@ -352,19 +353,24 @@ struct HttpServer::Impl {
     co_return !ec;
   }
 
-  // Sends a final error reply, then reads and discards what the client still sends (bounded in time and
-  // bytes) before closing, so a client still writing an oversized body reads the reply instead of a reset.
-  // Meanwhile the connection may be closed to make room.
+  // Sends a final error reply, then reads and discards what the client still sends (at most kLingerBytes in
+  // kLingerTimeout, at a share of kDrainRate) before closing, so a client still writing an oversized body
+  // reads the reply instead of a reset. Meanwhile the connection may be closed to make room.
   template <class Stream>
   asio::awaitable<void> reject(Stream& stream, Conn& conn, HttpReply r) {
     conn.set(State::rejecting);
     if (!co_await send(stream, std::move(r), false)) co_return;
-    std::size_t total = 0;
-    beast::get_lowest_layer(stream).expires_after(kLingerTimeout);
-    while (total < kLingerBytes) {
+    auto deadline = std::chrono::steady_clock::now() + kLingerTimeout;
+    beast::get_lowest_layer(stream).expires_at(deadline);
+    asio::steady_timer pace(ioc);
+    // The deadline is checked here too: the stream's own expiry only ends a read that has to wait for data.
+    for (std::size_t total = 0; total < kLingerBytes && std::chrono::steady_clock::now() < deadline;) {
       auto [ec, n] = co_await stream.async_read_some(asio::buffer(scratch), asio::as_tuple(asio::use_awaitable));
       if (ec) break;
       total += n;
+      pace.expires_at(std::min(deadline, std::chrono::steady_clock::now() +
+                                             drain_pause(n, table.count(State::rejecting), kDrainRate)));
+      co_await pace.async_wait(asio::as_tuple(asio::use_awaitable));
     }
   }
 
@@ -445,7 +451,9 @@ struct HttpServer::Impl {
                                                                              std::to_string(limits.max_header_bytes) + " bytes"));
     } else if (hec == bhttp::error::body_limit) {
       co_await reject(stream, conn, too_large(limits.max_log_chunk));
-    } else if (hec == bhttp::error::end_of_stream || hec == asio::error::eof || hec == beast::error::timeout ||
+    } else if (hec == beast::error::timeout) {
+      log->debug("connection {}: no request head in time", conn.id);
+    } else if (hec == bhttp::error::end_of_stream || hec == asio::error::eof ||
                hec == asio::error::operation_aborted || hec == asio::error::connection_reset) {
       co_return;
     } else {

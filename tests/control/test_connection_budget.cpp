@@ -59,6 +59,24 @@ TEST(ConnectionTable, RefusesWhenEveryConnectionIsBusy) {
   EXPECT_EQ(t.size(), 1u);
 }
 
+TEST(ConnectionTable, CountsConnectionsByState) {
+  ConnectionTable t(8);
+  auto a = t.add(), b = t.add();
+  t.add();
+  t.set(a, State::busy);
+  t.set(b, State::rejecting);
+  EXPECT_EQ(t.count(State::waiting), 1u);
+  EXPECT_EQ(t.count(State::busy), 1u);
+  EXPECT_EQ(t.count(State::rejecting), 1u);
+}
+
+TEST(DrainPause, SharesTheRateAmongTheDrainingConnections) {
+  constexpr std::size_t rate = 64 << 20;  // bytes per second, all connections together
+  EXPECT_EQ(drain_pause(64 << 10, 1, rate), 976us) << "alone: 64 KiB at 64 MiB/s";
+  EXPECT_EQ(drain_pause(64 << 10, 2000, rate), 1'953'125us) << "2 000 draining: each reads 64 KiB per ~2 s";
+  EXPECT_EQ(drain_pause(0, 2000, rate), 0us);
+}
+
 TEST(BodyBudget, ReservationsTakeWhatFitsAndGiveItBack) {
   BodyBudget budget(100);
   {

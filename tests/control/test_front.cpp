@@ -489,6 +489,23 @@ TEST(ControlFront, RefusedRequestsDrainingTheirBodiesCostLittleMemory) {
   EXPECT_EQ(healthz(*cp), 200);
 }
 
+TEST(ControlFront, ARefusedRequestIsDrainedForAtMostFiveSecondsEvenWhileItsBodyKeepsComing) {
+  ControlServer cp;
+  RawConn c(cp.port());
+  c.send(head("PUT", p::log_put_target("job_x", p::LogStream::out, 0, "lse_x"), "nym_bogus",
+              "Content-Length: " + std::to_string(8 << 20) + "\r\n"));
+  ASSERT_EQ(c.response().status, 401);
+  // 320 KiB/s: the body would take 26 s. The server reads and discards it for 5 s, then closes.
+  auto start = Clock::now();
+  const std::string piece(16 << 10, 'x');
+  while (Clock::now() - start < 15s && c.send(piece) && c.open_now()) std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(c.closed_within(2s));
+  auto lasted = Clock::now() - start;
+  EXPECT_GE(lasted, 4s);
+  EXPECT_LT(lasted, 8s) << "drained for " << std::chrono::duration_cast<std::chrono::milliseconds>(lasted).count()
+                        << " ms";
+}
+
 // --- HTTP framing ------------------------------------------------------------------------------------------
 
 TEST(ControlFront, AnyTransferEncodingButChunkedIsRefusedAndNothingIsSmuggled) {
