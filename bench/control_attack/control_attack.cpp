@@ -5,8 +5,8 @@
 //
 // Starts `nymph-control serve` on a temporary database for each scenario and measures, from a separate
 // well-behaved client that opens a new connection for one GET /healthz every 10 ms, the /healthz latency
-// (p50/p99/max and failed probes: no reply within 2 s) first with no attack (the baseline, same server, same
-// run) and then under attack, together with the server's peak RSS (VmHWM):
+// (p50/p99/max of the probes answered; probes answered/failed, failed: no 200 within 2 s) first with no
+// attack (the baseline, same server, same run) and then under attack, with the server's peak RSS (VmHWM):
 //   flood:  `--clients` clients at once, each a PUT of a `--body-mib` MiB log body with a bogus token
 //           (Content-Length set, the body sent as fast as the server reads it, or 64 KiB per 100 ms with
 //           --slow);
@@ -306,10 +306,18 @@ long hold_idle(std::uint16_t port, int n, bool reopen, const std::atomic<bool>& 
 
 // --- report --------------------------------------------------------------------------------------------------
 
+// One line of the table; latencies are "-" when no probe got its reply.
 void row(const std::string& what, const std::string& nofile, long peak_kib, const Probe& p, const std::string& note) {
-  std::printf("%-44s %-11s %8.1f %8.1f %8.1f %8.1f %7d  %s\n", what.c_str(), nofile.c_str(),
-              static_cast<double>(peak_kib) / 1024.0, percentile(p.ms, 0.5), percentile(p.ms, 0.99),
-              percentile(p.ms, 1.0), p.failed, note.c_str());
+  auto ms = [&](double q) {
+    char buf[32];
+    if (p.ms.empty()) return std::string("-");
+    std::snprintf(buf, sizeof buf, "%.1f", percentile(p.ms, q));
+    return std::string(buf);
+  };
+  std::string probes = std::to_string(p.ms.size()) + "/" + std::to_string(p.failed);
+  std::printf("%-44s %-11s %8.1f %8s %8s %8s %9s  %s\n", what.c_str(), nofile.c_str(),
+              static_cast<double>(peak_kib) / 1024.0, ms(0.5).c_str(), ms(0.99).c_str(), ms(1.0).c_str(),
+              probes.c_str(), note.c_str());
   std::fflush(stdout);
 }
 
@@ -395,8 +403,8 @@ int main(int argc, char** argv) try {
     throw std::runtime_error("the bench needs more open files than its hard limit " + std::to_string(lim.rlim_max));
   std::printf("nymph-control %s; /healthz every 10 ms on a new connection (failed: no 200 within 2 s)\n",
               o.binary.c_str());
-  std::printf("%-44s %-11s %8s %8s %8s %8s %7s  %s\n", "scenario", "nofile", "peak MiB", "p50 ms", "p99 ms",
-              "max ms", "failed", "notes");
+  std::printf("%-44s %-11s %8s %8s %8s %8s %9s  %s\n", "scenario", "nofile", "peak MiB", "p50 ms", "p99 ms",
+              "max ms", "ok/failed", "notes");
   flood_scenario(o);
   idle_scenario(o, 1024);
   idle_scenario(o, 4096);
