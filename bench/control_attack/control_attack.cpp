@@ -41,10 +41,15 @@
 #include <thread>
 #include <vector>
 
+#include "bench/control_server.hpp"
+
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+using nymph::bench::percentile;
+using nymph::bench::status_kib;
 
 struct Options {
   std::string binary = NYMPH_CONTROL_BINARY_DEFAULT;
@@ -99,14 +104,6 @@ void stop_server(const Server& s) {
   ::kill(s.pid, SIGTERM);
   int status = 0;
   ::waitpid(s.pid, &status, 0);
-}
-
-long status_kib(pid_t pid, const std::string& key) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key + ":", 0) == 0) return std::stol(line.substr(key.size() + 1));
-  return -1;
 }
 
 std::string soft_hard_nofile(pid_t pid) {
@@ -185,13 +182,6 @@ Probe probe_for(std::uint16_t port, std::chrono::seconds how_long) {
   Probe p = probe(port, stop);
   t.join();
   return p;
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  auto i = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 // --- attacks -------------------------------------------------------------------------------------------------
@@ -330,7 +320,7 @@ std::string make_dir() {
 void flood_scenario(const Options& o) {
   std::string dir = make_dir();
   Server s = start_server(o, dir, std::nullopt);
-  row("flood: baseline (no attack)", soft_hard_nofile(s.pid), status_kib(s.pid, "VmHWM"), probe_for(s.port, 3s), "");
+  row("flood: baseline (no attack)", soft_hard_nofile(s.pid), status_kib(s.pid, "VmHWM:"), probe_for(s.port, 3s), "");
   std::atomic<bool> stop{false};
   Probe during;
   std::thread prober([&] { during = probe(s.port, stop); });
@@ -341,8 +331,8 @@ void flood_scenario(const Options& o) {
   std::snprintf(note, sizeof note, "%d x 401, %d other replies, %d cut without reply, %.1f s", f.replied_401,
                 f.other_replies, f.cut, f.seconds);
   row(std::to_string(o.clients) + " x " + std::to_string(o.body_mib) + " MiB PUT, bogus token" + (o.slow ? ", slow" : ""),
-      soft_hard_nofile(s.pid), status_kib(s.pid, "VmHWM"), during, note);
-  row("flood: after the attack", soft_hard_nofile(s.pid), status_kib(s.pid, "VmRSS"), probe_for(s.port, 2s),
+      soft_hard_nofile(s.pid), status_kib(s.pid, "VmHWM:"), during, note);
+  row("flood: after the attack", soft_hard_nofile(s.pid), status_kib(s.pid, "VmRSS:"), probe_for(s.port, 2s),
       "(RSS now, not peak)");
   stop_server(s);
   std::filesystem::remove_all(dir);
@@ -352,7 +342,7 @@ void idle_scenario(const Options& o, rlim_t hard) {
   std::string dir = make_dir();
   Server s = start_server(o, dir, std::pair<rlim_t, rlim_t>{1024, hard});
   std::string nofile = soft_hard_nofile(s.pid);
-  row("idle: baseline (no attack)", nofile, status_kib(s.pid, "VmHWM"), probe_for(s.port, 3s), "");
+  row("idle: baseline (no attack)", nofile, status_kib(s.pid, "VmHWM:"), probe_for(s.port, 3s), "");
   std::atomic<bool> stop{false};
   std::atomic<int> open{0};
   long closed = 0;
@@ -363,7 +353,7 @@ void idle_scenario(const Options& o, rlim_t hard) {
   stop = true;
   holder.join();
   row(std::to_string(o.idle) + " idle connections" + (o.reopen ? ", reopened" : ""), nofile,
-      status_kib(s.pid, "VmHWM"), during,
+      status_kib(s.pid, "VmHWM:"), during,
       std::to_string(closed) + " of them closed by the server" + (o.reopen ? " (and reopened)" : ""));
   stop_server(s);
   std::filesystem::remove_all(dir);
