@@ -24,16 +24,19 @@ Argv sbatch_file_argv(std::string sbatch, std::string script) {
 Argv sbatch_stdin_argv(std::string sbatch) { return {std::move(sbatch), "--parsable"}; }
 
 Argv squeue_jobs_argv(std::string squeue, const std::vector<std::string>& ids) {
-  return {std::move(squeue), "--noheader", "-o", std::string(kSqueueFormat), "-j", join(ids)};
+  return {std::move(squeue), "--noheader", "-t", "all", "-O", std::string(kSqueueJobFormat), "-j", join(ids)};
 }
 
 Argv squeue_user_argv(std::string squeue, std::string user) {
   return {std::move(squeue), "--noheader", "-o", std::string(kSqueueFormat), "-u", std::move(user)};
 }
 
-Argv sacct_jobs_argv(std::string sacct, const std::vector<std::string>& ids) {
-  return {std::move(sacct), "-X", "-n", "-P", "-o", std::string(kSacctFormat), "-j", join(ids)};
+Argv sacct_jobs_argv(std::string sacct, const std::vector<std::string>& ids, std::string since) {
+  return {std::move(sacct), "-X", "-n", "-P", "-o", std::string(kSacctJobFormat), "-S", std::move(since),
+          "-j", join(ids)};
 }
+
+Argv show_config_argv(std::string scontrol) { return {std::move(scontrol), "show", "config"}; }
 
 Argv sacct_user_argv(std::string sacct, std::string user) {
   return {std::move(sacct), "-X", "-n", "-P", "-o", std::string(kSacctFormat), "-u", std::move(user)};

@@ -19,14 +19,20 @@ Argv sbatch_file_argv(std::string sbatch, std::string script);
 // `sbatch --parsable` with the batch script on standard input; parse_sbatch_output reads the job id.
 Argv sbatch_stdin_argv(std::string sbatch);
 
-// `squeue --noheader -o kSqueueFormat -j ID,ID...`: the jobs of `ids` Slurm still lists; parse_squeue.
+// `squeue --noheader -t all -O kSqueueJobFormat -j ID,ID...`: the jobs of `ids` slurmctld still knows, final
+// states included (until MinJobAge purges them); parse_squeue_jobs. Run it with SLURM_TIME_FORMAT=%s.
 Argv squeue_jobs_argv(std::string squeue, const std::vector<std::string>& ids);
 
 // `squeue --noheader -o kSqueueFormat -u USER`: every job of `user` (a name or a numeric uid); parse_squeue.
 Argv squeue_user_argv(std::string squeue, std::string user);
 
-// `sacct -X -n -P -o kSacctFormat -j ID,ID...`: the accounting records of `ids`; parse_sacct.
-Argv sacct_jobs_argv(std::string sacct, const std::vector<std::string>& ids);
+// `sacct -X -n -P -o kSacctJobFormat -S SINCE -j ID,ID...`: the accounting records of `ids` of jobs that
+// existed at or after `since` (a Slurm time, see format_slurm_time): a recycled id's older records drop out;
+// parse_sacct_jobs. Run it with SLURM_TIME_FORMAT=%s.
+Argv sacct_jobs_argv(std::string sacct, const std::vector<std::string>& ids, std::string since);
+
+// `scontrol show config`; parse_cluster_name reads ClusterName.
+Argv show_config_argv(std::string scontrol);
 
 // `sacct -X -n -P -o kSacctFormat -u USER`: today's records of `user`; it answers only when accounting storage
 // is available (parse_sacct reads it).

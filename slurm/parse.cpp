@@ -28,6 +28,26 @@ std::optional<int> to_int(std::string_view s) {
   return v;
 }
 
+std::optional<std::int64_t> to_epoch(std::string_view s) {
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v <= 0) return std::nullopt;
+  return v;
+}
+
+// The fields of `line` split at '|', the last one taking the rest of the line (it may contain '|').
+std::vector<std::string_view> split_fields(std::string_view line, std::size_t count) {
+  std::vector<std::string_view> f;
+  while (f.size() + 1 < count) {
+    auto bar = line.find('|');
+    if (bar == std::string_view::npos) break;
+    f.push_back(line.substr(0, bar));
+    line.remove_prefix(bar + 1);
+  }
+  f.push_back(line);
+  return f;
+}
+
 std::string_view first_word(std::string_view s) { return s.substr(0, s.find(' ')); }
 
 bool contains_ci(std::string_view hay, std::string_view needle) {
@@ -53,6 +73,13 @@ Result<std::string> parse_sbatch_output(std::string_view out) {
   return fail("cannot read a job id from sbatch's output " + printable(out));
 }
 
+std::string parse_sbatch_cluster(std::string_view out) {
+  auto lines = lines_of(out);
+  if (lines.empty()) return {};
+  auto semi = lines.back().find(';');
+  return semi == std::string_view::npos ? std::string() : std::string(trim(lines.back().substr(semi + 1)));
+}
+
 Result<std::vector<SqueueRow>> parse_squeue(std::string_view out) {
   std::vector<SqueueRow> rows;
   for (auto line : lines_of(out)) {
@@ -60,6 +87,49 @@ Result<std::vector<SqueueRow>> parse_squeue(std::string_view out) {
     if (f.size() != 3 || f[0].empty() || f[1].empty())
       return fail("cannot read squeue line " + printable(line) + " (expected id|state|reason)");
     rows.push_back({std::string(f[0]), std::string(f[1]), std::string(f[2])});
+  }
+  return rows;
+}
+
+Result<std::vector<SqueueJob>> parse_squeue_jobs(std::string_view out) {
+  std::vector<SqueueJob> rows;
+  for (auto line : lines_of(out)) {
+    auto f = split_fields(line, 8);
+    if (f.size() != 8 || f[0].empty() || f[1].empty())
+      return fail("cannot read squeue line " + printable(line) +
+                  " (expected id|state|reason|exit_code|submit|start|cluster|name)");
+    SqueueJob row;
+    row.job_id = std::string(trim(f[0]));
+    row.state = std::string(trim(f[1]));
+    row.reason = std::string(trim(f[2]));
+    row.wait_status = to_int(trim(f[3]));
+    row.submit_time = to_epoch(trim(f[4]));
+    row.start_time = to_epoch(trim(f[5]));
+    row.cluster = std::string(trim(f[6]));
+    row.name = std::string(f[7]);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::pair<int, int> decode_wait_status(int status) {
+  if ((status & 0x7f) != 0) return {0, status & 0x7f};
+  return {(status >> 8) & 0xff, 0};
+}
+
+Result<std::vector<SacctJob>> parse_sacct_jobs(std::string_view out) {
+  std::vector<SacctJob> rows;
+  for (auto line : lines_of(out)) {
+    auto f = split_fields(line, 6);
+    if (f.size() != 6 || f[0].empty() || f[1].empty())
+      return fail("cannot read sacct line " + printable(line) + " (expected JobID|State|ExitCode|Submit|Cluster|JobName)");
+    if (f[0].find('.') != std::string_view::npos) continue;
+    auto codes = split(f[2], ':');
+    auto code = to_int(codes[0]);
+    auto sig = codes.size() == 2 ? to_int(codes[1]) : std::optional<int>();
+    if (codes.size() != 2 || !code || !sig) return fail("cannot read sacct exit code in " + printable(line));
+    rows.push_back({std::string(f[0]), std::string(first_word(f[1])), std::string(f[1]), *code, *sig,
+                    to_epoch(f[3]), std::string(f[4]), std::string(f[5])});
   }
   return rows;
 }
@@ -95,6 +165,15 @@ bool sacct_says_accounting_disabled(std::string_view err) {
 std::string parse_default_account(std::string_view out) {
   auto lines = lines_of(out);
   return lines.empty() ? std::string() : std::string(lines.front());
+}
+
+std::string parse_cluster_name(std::string_view out) {
+  for (auto line : lines_of(out)) {
+    auto eq = line.find('=');
+    if (eq == std::string_view::npos || trim(line.substr(0, eq)) != "ClusterName") continue;
+    return std::string(trim(line.substr(eq + 1)));
+  }
+  return {};
 }
 
 SlurmPhase phase_of(std::string_view state) {

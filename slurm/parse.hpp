@@ -1,7 +1,9 @@
 #pragma once
 // Parsers for what sbatch, squeue, sacct and sacctmgr print (the command lines are in slurm/commands.hpp), and
 // the meaning of Slurm job states.
+#include <cstdint>
 #include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +18,9 @@ namespace nymph::slurm {
 // ("N"), or an Error quoting the output.
 Result<std::string> parse_sbatch_output(std::string_view out);
 
+// The cluster in sbatch's `N;cluster` answer (--parsable on a multi-cluster setup), or "" when it names none.
+std::string parse_sbatch_cluster(std::string_view out);
+
 // One line of squeue in kSqueueFormat (`squeue --noheader -o "%i|%T|%r"`).
 struct SqueueRow {
   std::string job_id;
@@ -29,6 +34,34 @@ inline constexpr std::string_view kSqueueFormat = "%i|%T|%r";
 // Parses squeue's output in kSqueueFormat. Blank lines are skipped. A line without exactly three fields is
 // an Error quoting it.
 Result<std::vector<SqueueRow>> parse_squeue(std::string_view out);
+
+// One line of squeue in kSqueueJobFormat, as the Slurm runner's tracking reads it (squeue_jobs_argv): final
+// states included (`-t all`), and what identifies a job besides its id.
+struct SqueueJob {
+  std::string job_id;
+  std::string state;                  // e.g. PENDING, RUNNING, COMPLETING, COMPLETED, FAILED
+  std::string reason;                 // e.g. Resources, None
+  std::optional<int> wait_status;     // exit_code: the raw wait status (exit 3 → 768, SIGTERM → 15)
+  std::optional<std::int64_t> submit_time;  // seconds since the epoch (SLURM_TIME_FORMAT=%s), if printed
+  std::optional<std::int64_t> start_time;   // actual start (running or ended), expected one (pending), if any
+  std::string cluster;                // "" when not printed
+  std::string name;                   // the job name (last field: it may contain '|')
+};
+
+// The squeue -O field list parse_squeue_jobs reads. Times are epoch seconds when squeue runs with
+// SLURM_TIME_FORMAT=%s (see kEpochTimeFormat); other values ("N/A", "Unknown", a date) read as absent.
+inline constexpr std::string_view kSqueueJobFormat =
+    "JobID:|,State:|,Reason:|,exit_code:|,SubmitTime:|,StartTime:|,Cluster:|,Name:";
+
+// The value of SLURM_TIME_FORMAT under which squeue and sacct print times as epoch seconds.
+inline constexpr std::string_view kEpochTimeFormat = "%s";
+
+// Parses squeue's output in kSqueueJobFormat. Blank lines are skipped. A line with fewer than eight fields,
+// or without an id or a state, is an Error quoting it.
+Result<std::vector<SqueueJob>> parse_squeue_jobs(std::string_view out);
+
+// The exit code and signal of a raw wait status: {status >> 8, 0} for an exit, {0, signal} for a signal death.
+std::pair<int, int> decode_wait_status(int status);
 
 // True when squeue's stderr says the (single) requested job id is unknown to slurmctld, i.e. it has been
 // purged: `slurm_load_jobs error: Invalid job id specified`.
@@ -50,6 +83,26 @@ inline constexpr std::string_view kSacctFormat = "JobID,State,ExitCode";
 // (requeued), the last line wins. A malformed line is an Error quoting it.
 Result<std::vector<SacctRow>> parse_sacct(std::string_view out);
 
+// One line of `sacct -X -n -P -o kSacctJobFormat`, as the Slurm runner's tracking reads it.
+struct SacctJob {
+  std::string job_id;
+  std::string state;       // first word: CANCELLED for "CANCELLED by 1001"
+  std::string state_text;  // as printed
+  int exit_code = 0;
+  int signal = 0;
+  std::optional<std::int64_t> submit_time;  // seconds since the epoch (SLURM_TIME_FORMAT=%s), if printed
+  std::string cluster;
+  std::string name;        // the job name (last field: it may contain '|')
+};
+
+// The sacct field list parse_sacct_jobs reads.
+inline constexpr std::string_view kSacctJobFormat = "JobID,State,ExitCode,Submit,Cluster,JobName";
+
+// Parses sacct's output in kSacctJobFormat. Step lines (ids with a '.') are skipped; every job line is kept,
+// in order (a recycled id can appear more than once: the caller picks by name and submit time). A
+// malformed line is an Error quoting it.
+Result<std::vector<SacctJob>> parse_sacct_jobs(std::string_view out);
+
 // True when sacct's stderr says accounting is not configured ("Slurm accounting storage is disabled").
 bool sacct_says_accounting_disabled(std::string_view err);
 
@@ -67,5 +120,8 @@ SlurmPhase phase_of(std::string_view state);
 
 // The first line of sacctmgr's answer for default_account_argv, trimmed: the account, or "" when none is set.
 std::string parse_default_account(std::string_view out);
+
+// The value of `ClusterName = NAME` in `scontrol show config` output, or "" when there is none.
+std::string parse_cluster_name(std::string_view out);
 
 }  // namespace nymph::slurm

@@ -1,11 +1,22 @@
 #include "slurm/time.hpp"
 
+#include <ctime>
+
 #include <algorithm>
 #include <vector>
 
 #include "slurm/text.hpp"
 
 namespace nymph::slurm {
+
+std::string format_slurm_time(std::chrono::system_clock::time_point t) {
+  std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  ::localtime_r(&secs, &tm);
+  char buf[32];
+  std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return std::string(buf, n);
+}
 namespace {
 
 long long to_number(std::string_view digits) {

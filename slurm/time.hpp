@@ -21,6 +21,10 @@ bool is_time_limit(std::string_view text);
 // with ':' or '-'). nullopt for UNLIMITED, NOT_SET, INVALID or anything else.
 std::optional<std::chrono::seconds> parse_time_left(std::string_view text);
 
+// `t` as a time Slurm's commands accept for -S/-E: "YYYY-MM-DDTHH:MM:SS" in this process's local time zone
+// (the zone the command, started with this environment, reads it in). Seconds are truncated.
+std::string format_slurm_time(std::chrono::system_clock::time_point t);
+
 // `d` as a --time value: whole minutes, rounded up, at least 1.
 std::string minutes_for(std::chrono::seconds d);
 

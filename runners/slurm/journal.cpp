@@ -1,6 +1,7 @@
 #include "runners/slurm/journal.hpp"
 
 #include "common/text.hpp"
+#include "runners/slurm/script.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -26,7 +27,8 @@ std::string submit_line(const JournalEntry& e) {
   json::object o{{"op", "submit"},           {"job_id", e.job_id},
                  {"attempt", e.attempt},     {"lease_id", e.lease_id},
                  {"slurm_job_id", e.slurm_job_id}, {"dir", e.dir.string()},
-                 {"submitted_at_ms", ms}};
+                 {"submitted_at_ms", ms},  {"job_name", e.job_name},
+                 {"cluster", e.cluster}};
   return json::serialize(o) + "\n";
 }
 
@@ -84,6 +86,10 @@ Result<Line> parse_line(std::string_view text) {
   line.entry.slurm_job_id = std::string(*slurm);
   line.entry.dir = std::string(*dir);
   line.entry.submitted_at = WallClock::time_point(std::chrono::milliseconds(*at));
+  auto* name = str("job_name");
+  auto* cluster = str("cluster");
+  line.entry.job_name = name ? std::string(*name) : slurm_job_name(line.entry.job_id);
+  line.entry.cluster = cluster ? std::string(*cluster) : std::string();
   return line;
 }
 

@@ -19,7 +19,11 @@ struct JournalEntry {
   std::string lease_id;
   std::string slurm_job_id;
   std::filesystem::path dir;                 // the attempt's job directory
-  WallClock::time_point submitted_at;
+  WallClock::time_point submitted_at;        // just before sbatch: a lower bound of Slurm's submit time
+  // Identity besides the id (Slurm recycles ids): the Slurm job name and the cluster ("" when unknown).
+  // Lines written before these existed read as slurm_job_name(job_id) and "".
+  std::string job_name;
+  std::string cluster;
   friend bool operator==(const JournalEntry&, const JournalEntry&) = default;
 };
 

@@ -41,7 +41,7 @@ Result<void> check_command(const JobSpec& spec) {
 void add_sbatch_lines(std::string& s, const JobSpec& spec, const std::filesystem::path& dir,
                       const std::vector<SbatchOption>& options) {
   auto line = [&](std::string_view key, const std::string& value) { s += cli::sbatch_directive(key, value); };
-  line("job-name", "nymph-" + spec.job_id);
+  line("job-name", slurm_job_name(spec.job_id));
   line("chdir", dir.string());
   line("output", (dir / kStdoutFile).string());
   line("error", (dir / kStderrFile).string());
@@ -85,6 +85,8 @@ Result<void> check_job_id(std::string_view id) {
   return {};
 }
 
+std::string slurm_job_name(std::string_view job_id) { return "nymph-" + std::string(job_id); }
+
 std::string job_dir_name(std::string_view job_id, int attempt) {
   return std::string(job_id) + "-" + std::to_string(attempt);
 }
@@ -108,7 +110,7 @@ Result<std::vector<std::string>> training_sbatch_args(const JobSpec& spec, const
   if (auto r = check_job_id(spec.job_id); !r) return r.error();
   if (auto r = cli::check_sbatch_path(dir); !r) return r.error();
   if (!script.is_absolute() || has_nul(script.string())) return fail("profile script " + cli::printable(script.string()) + ": not an absolute path");
-  std::vector<std::string> args{"--parsable", "--job-name=nymph-" + spec.job_id, "--chdir=" + dir.string(),
+  std::vector<std::string> args{"--parsable", "--job-name=" + slurm_job_name(spec.job_id), "--chdir=" + dir.string(),
                                 "--output=" + (dir / kStdoutFile).string(), "--error=" + (dir / kStderrFile).string()};
   bool has_time = false;
   for (const auto& o : options) {

@@ -35,6 +35,9 @@ std::string shell_quote(std::string_view s);
 // not starting with '.' or '-'. Returns an Error naming the id otherwise.
 Result<void> check_job_id(std::string_view job_id);
 
+// The Slurm job name of every attempt of `job_id`: "nymph-<job_id>" (part of a tracked job's identity).
+std::string slurm_job_name(std::string_view job_id);
+
 // The directory name of an attempt: "<job_id>-<attempt>".
 std::string job_dir_name(std::string_view job_id, int attempt);
 

@@ -13,6 +13,7 @@
 #include "runners/slurm/script.hpp"
 #include "slurm/commands.hpp"
 #include "slurm/parse.hpp"
+#include "slurm/time.hpp"
 
 namespace nymph::runners::slurm {
 namespace {
@@ -92,7 +93,8 @@ SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig confi
       config_(std::move(config)),
       commands_(std::move(commands)),
       log_(std::move(logger)),
-      tracker_(TrackerConfig{config_.max_poll_duration, config_.cancel_grace, config_.lost_after_cycles}),
+      tracker_(TrackerConfig{config_.max_poll_duration, config_.cancel_grace, config_.lost_after_cycles,
+                             config_.max_queue_duration}),
       poll_timer_(executor_),
       random_(std::random_device{}()),
       io_(config_.io_threads) {
@@ -165,13 +167,22 @@ std::optional<JobUpdate> SlurmRunner::refusal(const JobSpec& spec) const {
 
 asio::awaitable<JobUpdate> SlurmRunner::submit_and_follow(Attempt& a, Submission sub) {
   const std::string job_id = a.entry.job_id;
-  auto slurm_id = co_await submit(sub);
+  // Slurm stamps its submit time while sbatch runs: now is a lower bound of it (part of the job's identity).
+  const auto before_sbatch = WallClock::now();
+  auto answer = co_await submit(sub);
+  auto slurm_id = answer ? cli::parse_sbatch_output(answer->out) : Result<std::string>(answer.error());
   if (!slurm_id) co_return end_without_tracking(job_id, sub.dir, failed_update(slurm_id.error().message));
-  a.entry.slurm_job_id = *slurm_id;
-  a.entry.submitted_at = WallClock::now();
+  // a.entry gets the id only once tracking starts: a stop() meanwhile waits for it (stop_requested).
+  JournalEntry entry = a.entry;
+  entry.slurm_job_id = *slurm_id;
+  entry.submitted_at = before_sbatch;
+  entry.job_name = slurm_job_name(job_id);
+  entry.cluster = co_await cluster_of(answer->out);
   // On disk before anyone hears of it: a restarted manager finds every job it reported.
-  auto append = [journal = &*journal_, e = a.entry] { return journal->append(e); };
-  if (auto j = co_await io_.run_ordered(std::move(append)); !j) {
+  auto append = [journal = &*journal_, e = entry] { return journal->append(e); };
+  auto journaled = co_await io_.run_ordered(std::move(append));
+  a.entry = std::move(entry);
+  if (auto& j = journaled; !j) {
     std::vector<std::string> ids{*slurm_id};
     co_await command(cli::scancel_argv(config_.scancel, ids));
     co_return end_without_tracking(job_id, sub.dir,
@@ -190,18 +201,45 @@ asio::awaitable<JobUpdate> SlurmRunner::submit_and_follow(Attempt& a, Submission
 asio::awaitable<Result<SlurmRunner::Submission>> SlurmRunner::prepare(const JobSpec& spec, const Profile* profile,
                                                                       std::string input, const SbatchOptions& options) {
   // `profile` points into config_, which outlives the runner's I/O threads; prepare_* only read config_.
-  auto work = [this, spec, profile, input = std::move(input), options] {
-    return profile ? prepare_training(spec, *profile, input, options) : prepare_command(spec, options);
+  auto work = [this, spec, profile, input = std::move(input), options]() -> Result<Submission> {
+    bool created = false;
+    auto sub = profile ? prepare_training(spec, *profile, input, options, created) : prepare_command(spec, options, created);
+    if (!sub && created) {
+      // Nothing of a half-prepared job directory stays behind.
+      std::error_code ec;
+      fs::remove_all(config_.launch_dir / job_dir_name(spec.job_id, spec.attempt), ec);
+    }
+    return sub;
   };
   co_return co_await io_.run(std::move(work));
 }
 
-Result<SlurmRunner::Submission> SlurmRunner::prepare_command(const JobSpec& spec, const SbatchOptions& options) const {
+Result<void> SlurmRunner::job_dir_created(const fs::path& dir, bool& created) const {
+  if (auto d = make_fresh_dir(dir); !d) return d.error();
+  created = true;
+  if (config_.after_job_dir_created) return config_.after_job_dir_created(dir);
+  return {};
+}
+
+asio::awaitable<std::string> SlurmRunner::cluster_of(const std::string& sbatch_out) {
+  if (!config_.cluster.empty()) co_return config_.cluster;
+  if (auto named = cli::parse_sbatch_cluster(sbatch_out); !named.empty()) co_return named;
+  if (!scontrol_cluster_) {
+    // Asked once per runner; without an answer the cluster is "" (not checked).
+    auto r = co_await command(cli::show_config_argv(config_.scontrol));
+    scontrol_cluster_ = r && r->exit_code == 0 ? cli::parse_cluster_name(r->out) : std::string();
+    if (scontrol_cluster_->empty()) log_->warn("slurm: cannot read ClusterName from `scontrol show config`");
+  }
+  co_return *scontrol_cluster_;
+}
+
+Result<SlurmRunner::Submission> SlurmRunner::prepare_command(const JobSpec& spec, const SbatchOptions& options,
+                                                             bool& created) const {
   if (auto id = check_job_id(spec.job_id); !id) return id.error();
   const fs::path dir = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
   auto rendered = render_job(spec, dir, options);
   if (!rendered) return rendered.error();
-  if (auto d = make_fresh_dir(dir); !d) return d.error();
+  if (auto d = job_dir_created(dir, created); !d) return d.error();
   constexpr auto private_file = fs::perms::owner_read | fs::perms::owner_write;
   if (auto w = write_file(dir / kScriptFile, rendered->script, private_file); !w) return w.error();
   if (rendered->command) {
@@ -213,11 +251,11 @@ Result<SlurmRunner::Submission> SlurmRunner::prepare_command(const JobSpec& spec
 
 Result<SlurmRunner::Submission> SlurmRunner::prepare_training(const JobSpec& spec, const Profile& profile,
                                                               const std::string& input,
-                                                              const SbatchOptions& options) const {
+                                                              const SbatchOptions& options, bool& created) const {
   const fs::path dir = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
   auto args = training_sbatch_args(spec, dir, options, profile.script);
   if (!args) return args.error();
-  if (auto d = make_fresh_dir(dir); !d) return d.error();
+  if (auto d = job_dir_created(dir, created); !d) return d.error();
   if (auto w = write_input(dir, input); !w) return w.error();
   std::vector<std::string> argv{config_.sbatch};
   argv.insert(argv.end(), args->begin(), args->end());
@@ -232,7 +270,7 @@ Result<SlurmRunner::Submission> SlurmRunner::prepare_training(const JobSpec& spe
   return Submission{dir, std::move(argv), std::move(env), true};
 }
 
-asio::awaitable<Result<std::string>> SlurmRunner::submit(const Submission& s) {
+asio::awaitable<Result<cli::CommandResult>> SlurmRunner::submit(const Submission& s) {
   std::vector<std::string> argv = s.argv;  // GCC 12: named arguments, no conversions inside co_await
   std::optional<std::map<std::string, std::string>> env = s.env;
   auto r = co_await commands_->run(std::move(argv), std::move(env), config_.command_timeout);
@@ -242,7 +280,7 @@ asio::awaitable<Result<std::string>> SlurmRunner::submit(const Submission& s) {
     co_return fail("sbatch failed (exit status " + std::to_string(r->exit_code) + "): " +
                    (err.empty() ? std::string(cli::trim(r->out)) : err));
   }
-  co_return cli::parse_sbatch_output(r->out);
+  co_return r;
 }
 
 JobUpdate SlurmRunner::end_without_tracking(const std::string& job_id, const fs::path& dir, JobUpdate u) {
@@ -254,7 +292,7 @@ JobUpdate SlurmRunner::end_without_tracking(const std::string& job_id, const fs:
 
 void SlurmRunner::start_tracking(Attempt& a) {
   job_of_slurm_id_[a.entry.slurm_job_id] = a.entry.job_id;
-  tracker_.add({a.entry.slurm_job_id, a.entry.submitted_at});
+  tracker_.add({a.entry.slurm_job_id, a.entry.submitted_at, a.entry.job_name, a.entry.cluster});
   if (a.stop_requested) {
     auto why = *a.stop_requested;
     a.stop_requested.reset();
@@ -437,7 +475,7 @@ asio::awaitable<TrackerEvent> SlurmRunner::perform(const TrackerAction& action) 
       co_return TrackerEvent(tracker_event::SqueueDone{std::move(r)});
     }
     case TrackerStep::sacct: {
-      auto r = co_await command(cli::sacct_jobs_argv(config_.sacct, action.slurm_ids));
+      auto r = co_await command(cli::sacct_jobs_argv(config_.sacct, action.slurm_ids, cli::format_slurm_time(action.sacct_since)));
       co_return TrackerEvent(tracker_event::SacctDone{std::move(r)});
     }
     case TrackerStep::read_exit_files: co_return TrackerEvent(co_await read_exit_files(action.slurm_ids));
@@ -447,7 +485,10 @@ asio::awaitable<TrackerEvent> SlurmRunner::perform(const TrackerAction& action) 
 }
 
 asio::awaitable<Result<cli::CommandResult>> SlurmRunner::command(std::vector<std::string> argv) {
-  co_return co_await commands_->run(std::move(argv), cli::scrubbed_environment(), config_.command_timeout);
+  // Times in squeue's and sacct's answers as epoch seconds, whatever the time zones of this host and slurmctld.
+  auto env = cli::scrubbed_environment();
+  env["SLURM_TIME_FORMAT"] = std::string(cli::kEpochTimeFormat);
+  co_return co_await commands_->run(std::move(argv), std::move(env), config_.command_timeout);
 }
 
 asio::awaitable<tracker_event::ExitFilesRead> SlurmRunner::read_exit_files(const std::vector<std::string>& slurm_ids) {

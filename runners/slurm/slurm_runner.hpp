@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -50,9 +51,11 @@ struct SlurmRunnerConfig {
   std::string account, qos, partition;               // defaults for runConfig.slurm
   std::filesystem::path launch_dir;                  // job directories + journal; must be visible to nodes
   int max_jobs = 100;                                // attempts tracked at once; more fail at once
-  std::chrono::milliseconds max_poll_duration{24 * 3'600'000};
+  std::chrono::milliseconds max_poll_duration{24 * 3'600'000};   // running time, from Slurm's start
+  std::chrono::milliseconds max_queue_duration{7 * 24 * 3'600'000};  // pending longer: scancel, `failed`
+  std::string cluster;                               // "" : sbatch's `N;cluster`, else scontrol's ClusterName
   std::chrono::milliseconds command_timeout{30'000}; // per sbatch/squeue/sacct/scancel invocation
-  std::string sbatch = "sbatch", squeue = "squeue", sacct = "sacct", scancel = "scancel";
+  std::string sbatch = "sbatch", squeue = "squeue", sacct = "sacct", scancel = "scancel", scontrol = "scontrol";
   bool keep_job_dirs = false;                        // release() keeps the job directory
   std::chrono::milliseconds output_interval{2'000};  // how often a running job's output files are read
   std::size_t output_chunk = 64 * 1024;              // bytes per JobReporter::output call
@@ -61,6 +64,9 @@ struct SlurmRunnerConfig {
   ProfileCatalog profiles;                           // approved training profiles (kind=training)
   bool profiles_only = false;                        // refuse kind=command jobs ([runners.process] allow_commands = false)
   int io_threads = 2;                                // threads for launch_dir I/O (shared filesystem)
+  // Fault injection for tests: called (on an I/O thread) once a job directory has been created; an Error
+  // fails the preparation there, as a failed write would.
+  std::function<Result<void>(const std::filesystem::path& dir)> after_job_dir_created;
 };
 
 // Where to resume shipping output after a restart (bytes the control plane already has).
@@ -151,12 +157,14 @@ class SlurmRunner final : public Runner, public ResumableRunner {
     bool training = false;
   };
   using SbatchOptions = std::vector<nymph::slurm::SbatchOption>;
-  Result<Submission> prepare_command(const JobSpec& spec, const SbatchOptions& options) const;
+  Result<Submission> prepare_command(const JobSpec& spec, const SbatchOptions& options, bool& created) const;
   Result<Submission> prepare_training(const JobSpec& spec, const Profile& profile, const std::string& input,
-                                      const SbatchOptions& options) const;
+                                      const SbatchOptions& options, bool& created) const;
+  Result<void> job_dir_created(const std::filesystem::path& dir, bool& created) const;
+  boost::asio::awaitable<std::string> cluster_of(const std::string& sbatch_out);
   boost::asio::awaitable<Result<Submission>> prepare(const JobSpec& spec, const Profile* profile, std::string input,
                                                      const SbatchOptions& options);
-  boost::asio::awaitable<Result<std::string>> submit(const Submission& s);
+  boost::asio::awaitable<Result<nymph::slurm::CommandResult>> submit(const Submission& s);
   boost::asio::awaitable<JobUpdate> submit_and_follow(Attempt& a, Submission sub);
   std::optional<JobUpdate> refusal(const JobSpec& spec) const;
   boost::asio::awaitable<JobUpdate> follow(Attempt& a, OutputOffsets from);
@@ -186,6 +194,7 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   boost::asio::steady_timer poll_timer_;
   bool poll_running_ = false;
   bool cycle_requested_ = false;
+  std::optional<std::string> scontrol_cluster_;  // ClusterName, once asked
   std::minstd_rand random_;
   IoPool io_;  // last: destroyed (joined) first, while everything its work touches still exists
 };

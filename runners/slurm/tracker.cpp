@@ -8,8 +8,11 @@
 namespace nymph::runners::slurm {
 namespace {
 
-using nymph::slurm::parse_sacct;
-using nymph::slurm::parse_squeue;
+using nymph::slurm::decode_wait_status;
+using nymph::slurm::parse_sacct_jobs;
+using nymph::slurm::parse_squeue_jobs;
+using nymph::slurm::SacctJob;
+using nymph::slurm::SqueueJob;
 using nymph::slurm::phase_of;
 using nymph::slurm::sacct_says_accounting_disabled;
 using nymph::slurm::SlurmPhase;
@@ -34,8 +37,33 @@ JobUpdate update_for(JobState state, const std::string& slurm_id, std::string me
 
 std::string slurm_job_label(std::string_view slurm_id) { return "Slurm job " + std::string(slurm_id); }
 
+std::string describe_duration(std::chrono::milliseconds d) {
+  using namespace std::chrono;
+  auto ms = d.count();
+  struct Unit { std::int64_t ms; const char* suffix; };
+  for (auto u : {Unit{86'400'000, "d"}, Unit{3'600'000, "h"}, Unit{60'000, "m"}, Unit{1'000, "s"}})
+    if (ms != 0 && ms % u.ms == 0 && !(u.ms == 86'400'000 && ms == u.ms)) return std::to_string(ms / u.ms) + u.suffix;  // 1d reads 24h
+  return std::to_string(ms) + "ms";
+}
+
 void Tracker::add(TrackedJob job) {
-  jobs_.try_emplace(std::move(job.slurm_id), Job{job.submitted_at});
+  Job j;
+  j.submitted_at = job.submitted_at;
+  j.name = std::move(job.name);
+  j.cluster = std::move(job.cluster);
+  jobs_.try_emplace(std::move(job.slurm_id), std::move(j));
+}
+
+bool Tracker::ours(const Job& job, std::string_view name, std::string_view cluster,
+                   std::optional<std::int64_t> submit) const {
+  if (!job.name.empty() && name != job.name) return false;
+  if (!job.cluster.empty() && !cluster.empty() && cluster != job.cluster) return false;
+  if (submit) {
+    auto earliest = std::chrono::duration_cast<std::chrono::seconds>(
+        (job.submitted_at - kSubmitTimeMargin).time_since_epoch());
+    if (*submit < earliest.count()) return false;
+  }
+  return true;
 }
 
 void Tracker::remove(std::string_view slurm_id) {
@@ -50,6 +78,7 @@ void Tracker::request_cancel(std::string_view slurm_id, CancelCause cause) {
 
 TrackerAction Tracker::resume(const TrackerEvent& ev, WallClock::time_point now) {
   TrackerAction a;
+  now_ = now;
   auto expect = [&](Stage s) {
     if (stage_ != s) throw std::logic_error("slurm tracker: event does not answer the last action");
   };
@@ -85,15 +114,21 @@ TrackerAction Tracker::start_cycle(WallClock::time_point now) {
   TrackerAction a;
   std::vector<std::string> given_up;
   for (auto& [id, job] : jobs_) {
-    bool over = now - job.submitted_at > config_.max_poll_duration;
-    if (over && !job.cancel) job.cancel = CancelCause::max_poll_duration;
-    if (job.cancel == CancelCause::max_poll_duration && job.cancel_sent_at &&
-        now - *job.cancel_sent_at > config_.cancel_grace)
-      given_up.push_back(id);
+    if (!job.cancel) {
+      // Running time counts from Slurm's start; queue time has its own bound.
+      if (job.started_at && now - *job.started_at > config_.max_poll_duration)
+        job.cancel = CancelCause::max_poll_duration;
+      else if (!job.started_at && now - job.submitted_at > config_.max_queue_duration)
+        job.cancel = CancelCause::max_queue_duration;
+    }
+    bool bound = job.cancel == CancelCause::max_poll_duration || job.cancel == CancelCause::max_queue_duration;
+    if (bound && job.cancel_sent_at && now - *job.cancel_sent_at > config_.cancel_grace) given_up.push_back(id);
   }
   for (const auto& id : given_up) {
+    const char* bound = jobs_.find(id)->second.cancel == CancelCause::max_poll_duration ? "max_poll_duration"
+                                                                                       : "max_queue_duration";
     auto u = update_for(JobState::lost, id,
-                        slurm_job_label(id) + " exceeded max_poll_duration and Slurm did not confirm its "
+                        slurm_job_label(id) + " exceeded " + bound + " and Slurm did not confirm its "
                         "cancellation; no longer tracked (it may still be in Slurm)");
     a.warnings.push_back(u.message);
     finish(id, std::move(u), a);
@@ -126,38 +161,56 @@ TrackerAction Tracker::query_squeue(TrackerAction a) {
 }
 
 TrackerAction Tracker::on_squeue(const Result<CommandResult>& r, TrackerAction a) {
-  std::vector<SqueueRow> rows;
+  std::vector<SqueueJob> rows;
   if (r && r->exit_code != 0 && squeue_says_invalid_job(r->err)) {
     // A single purged id makes squeue fail; for us it just means "not shown".
   } else if (!r || r->exit_code != 0) {
     a.warnings.push_back("squeue failed (" + describe_failure(r) + "); retrying next cycle");
     return finish_cycle(std::move(a));
-  } else if (auto parsed = parse_squeue(r->out); !parsed) {
+  } else if (auto parsed = parse_squeue_jobs(r->out); !parsed) {
     a.warnings.push_back(parsed.error().message + "; retrying next cycle");
     return finish_cycle(std::move(a));
   } else {
     rows = std::move(*parsed);
   }
-  std::vector<std::string> active;
+  std::vector<std::string> shown;
   for (const auto& row : rows) {
-    auto phase = phase_of(row.state);
-    if (phase != SlurmPhase::pending && phase != SlurmPhase::running) continue;
     if (std::find(queried_.begin(), queried_.end(), row.job_id) == queried_.end()) continue;
-    if (!tracking(row.job_id)) continue;
-    active.push_back(row.job_id);
-    report_active(row, a);
+    auto it = jobs_.find(row.job_id);
+    if (it == jobs_.end()) continue;
+    // Another job under a recycled id is not ours: for us ours is then "not shown".
+    if (!ours(it->second, row.name, row.cluster, row.submit_time)) continue;
+    auto phase = phase_of(row.state);
+    if (phase == SlurmPhase::pending || phase == SlurmPhase::running) {
+      shown.push_back(row.job_id);
+      report_active(row, a, now_);
+    } else if (phase == SlurmPhase::finished && (row.wait_status || row.state == "COMPLETED")) {
+      // squeue's word counts (on a cluster without accounting it is the only one): the job has ended.
+      auto [code, sig] = decode_wait_status(row.wait_status.value_or(0));
+      shown.push_back(row.job_id);
+      finish(row.job_id, final_from_state(row.job_id, it->second, row.state, row.state, code, sig, " (squeue)"), a);
+    }
+    // Anything else (an unknown state, a final one without an exit code) is left to sacct and the exit file.
   }
   for (const auto& id : queried_)
-    if (tracking(id) && std::find(active.begin(), active.end(), id) == active.end()) missing_.push_back(id);
+    if (tracking(id) && std::find(shown.begin(), shown.end(), id) == shown.end()) missing_.push_back(id);
   return after_squeue(std::move(a));
 }
 
-void Tracker::report_active(const SqueueRow& row, TrackerAction& a) {
+void Tracker::report_active(const SqueueJob& row, TrackerAction& a, WallClock::time_point now) {
   auto& job = jobs_.find(row.job_id)->second;
   job.missing_cycles = 0;
   job.evidence = Evidence::none;
   if (job.cancel && job.cancel_sent_at && row.state != "COMPLETING") job.cancel_resend = true;
   bool pending = phase_of(row.state) == SlurmPhase::pending;
+  if (!pending && !job.started_at) {
+    // Slurm's own start time when it printed one (a resumed attempt started long before we saw it).
+    job.started_at = now;
+    if (row.start_time) {
+      auto start = WallClock::time_point(std::chrono::seconds(*row.start_time));
+      if (start < now) job.started_at = start;
+    }
+  }
   std::string message = slurm_job_label(row.job_id) + " is " + row.state;
   if (pending && !row.reason.empty() && row.reason != "None") message += " (" + row.reason + ")";
   std::string key = (pending ? "p:" : "r:") + message;
@@ -170,6 +223,9 @@ void Tracker::report_active(const SqueueRow& row, TrackerAction& a) {
 TrackerAction Tracker::after_squeue(TrackerAction a) {
   if (missing_.empty()) return finish_cycle(std::move(a));
   a.slurm_ids = missing_;
+  a.sacct_since = jobs_.find(missing_.front())->second.submitted_at;
+  for (const auto& id : missing_) a.sacct_since = std::min(a.sacct_since, jobs_.find(id)->second.submitted_at);
+  a.sacct_since -= kSubmitTimeMargin;
   if (accounting_disabled_) {
     for (const auto& id : missing_) jobs_.find(id)->second.evidence = Evidence::no_accounting;
     stage_ = Stage::exit_files;
@@ -182,7 +238,7 @@ TrackerAction Tracker::after_squeue(TrackerAction a) {
 }
 
 TrackerAction Tracker::on_sacct(const Result<CommandResult>& r, TrackerAction a) {
-  std::vector<SacctRow> rows;
+  std::vector<SacctJob> rows;
   Evidence fallback = Evidence::sacct_absent;
   if (r && r->exit_code != 0 && sacct_says_accounting_disabled(r->err)) {
     accounting_disabled_ = true;
@@ -191,7 +247,7 @@ TrackerAction Tracker::on_sacct(const Result<CommandResult>& r, TrackerAction a)
   } else if (!r || r->exit_code != 0) {
     fallback = Evidence::sacct_unavailable;
     a.warnings.push_back("sacct failed (" + describe_failure(r) + "); trying exit-status files, else next cycle");
-  } else if (auto parsed = parse_sacct(r->out); !parsed) {
+  } else if (auto parsed = parse_sacct_jobs(r->out); !parsed) {
     fallback = Evidence::sacct_unavailable;
     a.warnings.push_back(parsed.error().message);
   } else {
@@ -201,13 +257,17 @@ TrackerAction Tracker::on_sacct(const Result<CommandResult>& r, TrackerAction a)
   for (const auto& id : missing_) {
     if (!tracking(id)) continue;
     auto& job = jobs_.find(id)->second;
-    auto row = std::find_if(rows.begin(), rows.end(), [&](const SacctRow& s) { return s.job_id == id; });
-    if (row != rows.end() && phase_of(row->state) != SlurmPhase::pending &&
-        phase_of(row->state) != SlurmPhase::running) {
-      finish(id, final_from_sacct(id, job, *row), a);
+    // Records of other jobs under a recycled id are ignored; of ours (a requeue), the latest submission.
+    const SacctJob* row = nullptr;
+    for (const auto& s : rows) {
+      if (s.job_id != id || !ours(job, s.name, s.cluster, s.submit_time)) continue;
+      if (!row || s.submit_time.value_or(0) >= row->submit_time.value_or(0)) row = &s;
+    }
+    if (row && phase_of(row->state) != SlurmPhase::pending && phase_of(row->state) != SlurmPhase::running) {
+      finish(id, final_from_state(id, job, row->state, row->state_text, row->exit_code, row->signal, ""), a);
       continue;
     }
-    job.evidence = row != rows.end() ? Evidence::sacct_not_final : fallback;
+    job.evidence = row ? Evidence::sacct_not_final : fallback;
     unresolved.push_back(id);
   }
   missing_ = unresolved;
@@ -251,29 +311,37 @@ void Tracker::finish(const std::string& id, JobUpdate u, TrackerAction& a) {
   a.reports.push_back({id, std::move(u)});
 }
 
-JobUpdate Tracker::final_from_sacct(const std::string& id, const Job& job, const SacctRow& row) const {
+JobUpdate Tracker::final_from_state(const std::string& id, const Job& job, const std::string& state,
+                                    const std::string& state_text, int exit_code, int signal,
+                                    std::string_view source) const {
   const std::string label = slurm_job_label(id);
   JobUpdate u;
   u.slurm_job_id = id;
-  u.exit_code = row.exit_code;
-  if (row.signal != 0) u.signal = row.signal;
-  if (row.state == "COMPLETED") {
+  u.exit_code = exit_code;
+  if (signal != 0) u.signal = signal;
+  if (state == "COMPLETED") {
     u.state = JobState::succeeded;
     u.message = label + " COMPLETED";
-  } else if (row.state == "CANCELLED" && (job.cancel == CancelCause::user || job.cancel == CancelCause::lease_lost)) {
+  } else if (state == "CANCELLED" && (job.cancel == CancelCause::user || job.cancel == CancelCause::lease_lost)) {
     u.state = JobState::cancelled;
-    u.message = label + " cancelled (" + row.state_text + ")";
-  } else if (row.state == "CANCELLED" && job.cancel == CancelCause::max_poll_duration) {
+    u.message = label + " cancelled (" + state_text + ")";
+  } else if (state == "CANCELLED" && job.cancel == CancelCause::max_poll_duration) {
     u.state = JobState::failed;
-    u.message = label + " cancelled: tracked longer than max_poll_duration";
-  } else if (row.state == "TIMEOUT") {
+    u.message = label + " cancelled: running longer than max_poll_duration (" +
+                describe_duration(config_.max_poll_duration) + ")";
+  } else if (state == "CANCELLED" && job.cancel == CancelCause::max_queue_duration) {
+    u.state = JobState::failed;
+    u.message = label + " cancelled: queued longer than max_queue_duration (" +
+                describe_duration(config_.max_queue_duration) + ")";
+  } else if (state == "TIMEOUT") {
     u.state = JobState::failed;
     u.message = label + " TIMEOUT: it reached its Slurm time limit";
   } else {
     u.state = JobState::failed;
-    u.message = label + " ended " + row.state_text + ", exit code " + std::to_string(row.exit_code) +
-                (row.signal ? ", signal " + std::to_string(row.signal) : "");
+    u.message = label + " ended " + state_text + ", exit code " + std::to_string(exit_code) +
+                (signal ? ", signal " + std::to_string(signal) : "");
   }
+  u.message += source;
   return u;
 }
 
@@ -283,7 +351,14 @@ JobUpdate Tracker::final_from_exit_file(const std::string& id, const Job& job, i
   u.slurm_job_id = id;
   u.exit_code = status;
   const std::string source = " (from its exit-status file; no accounting record)";
-  if (job.cancel == CancelCause::user || job.cancel == CancelCause::lease_lost) {
+  if (job.cancel == CancelCause::max_queue_duration || job.cancel == CancelCause::max_poll_duration) {
+    u.state = JobState::failed;
+    u.message = label + " cancelled: " +
+                (job.cancel == CancelCause::max_poll_duration
+                     ? "running longer than max_poll_duration (" + describe_duration(config_.max_poll_duration)
+                     : "queued longer than max_queue_duration (" + describe_duration(config_.max_queue_duration)) +
+                ")" + source;
+  } else if (job.cancel == CancelCause::user || job.cancel == CancelCause::lease_lost) {
     u.state = JobState::cancelled;
     u.message = label + " cancelled, exit status " + std::to_string(status) + source;
   } else if (status == 0) {

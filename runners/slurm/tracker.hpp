@@ -5,6 +5,7 @@
 //   shows] → [read their exit-status files] → done
 // Nothing here runs a process, reads a file or sleeps; tests step it with made-up command results.
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -20,28 +21,39 @@
 namespace nymph::runners::slurm {
 
 using nymph::slurm::CommandResult;
-using nymph::slurm::SacctRow;
-using nymph::slurm::SqueueRow;
 using WallClock = std::chrono::system_clock;
 
 struct TrackerConfig {
-  // A job tracked longer than this (since submission) is scancelled and ends `failed`.
+  // A job RUNNING longer than this (since Slurm started it: squeue's start time, else the cycle that first saw
+  // it running) is scancelled and ends `failed`.
   std::chrono::milliseconds max_poll_duration{std::chrono::hours(24)};
-  // After that scancel, how long Slurm may take to confirm before the job is given up as `lost`.
+  // After such a scancel, how long Slurm may take to confirm before the job is given up as `lost`.
   std::chrono::milliseconds cancel_grace{std::chrono::minutes(5)};
   // Consecutive cycles a job may be absent from squeue without any final record (sacct, exit-status file)
   // before it is reported `lost`. Covers sacct lag and slow shared filesystems.
   int lost_after_cycles = 3;
+  // A job not yet started this long after its submission is scancelled and ends `failed` ("queued longer
+  // than ...").
+  std::chrono::milliseconds max_queue_duration{std::chrono::hours(24 * 7)};
 };
 
-// A job to track.
+// How far a Slurm submit time may lie before our own lower bound and still be the job we submitted: clock skew
+// between this host and slurmctld's (MUNGE refuses credentials beyond its 300 s TTL, so a working cluster's
+// skew is smaller) plus Slurm's one-second resolution. Also what sacct's -S goes back beyond the lower bound.
+inline constexpr std::chrono::minutes kSubmitTimeMargin{5};
+
+// A job to track, with what identifies it besides its id (Slurm recycles ids after a slurmctld reset or a
+// wrap-around): a row about `slurm_id` is this job's only when its name is `name` (when set), its cluster is
+// `cluster` (when both are known), and its submit time is not before `submitted_at` - kSubmitTimeMargin.
 struct TrackedJob {
   std::string slurm_id;
-  WallClock::time_point submitted_at;
+  WallClock::time_point submitted_at;  // a lower bound of Slurm's submit time (taken just before sbatch)
+  std::string name;                    // the Slurm job name ("" for none: not checked)
+  std::string cluster;                 // the cluster ("" for unknown: not checked)
 };
 
 // Why we asked Slurm to cancel a job; decides how a CANCELLED end is reported.
-enum class CancelCause { user, lease_lost, max_poll_duration };
+enum class CancelCause { user, lease_lost, max_poll_duration, max_queue_duration };
 
 namespace tracker_event {
 struct CycleStart {};                               // the poll timer fired (or a cancel asked for a cycle)
@@ -60,7 +72,7 @@ using TrackerEvent = std::variant<tracker_event::CycleStart, tracker_event::Scan
 enum class TrackerStep {
   scancel,          // run scancel with `slurm_ids`, then resume with ScancelDone
   squeue,           // run squeue for `slurm_ids`, then resume with SqueueDone
-  sacct,            // run sacct -X for `slurm_ids`, then resume with SacctDone
+  sacct,            // run sacct -X -S `sacct_since` for `slurm_ids`, then resume with SacctDone
   read_exit_files,  // read the exit-status file of each of `slurm_ids`, then resume with ExitFilesRead
   cycle_done,       // the cycle is over: wait for the next poll interval, then resume with CycleStart
 };
@@ -74,6 +86,7 @@ struct TrackerReport {
 struct TrackerAction {
   TrackerStep step = TrackerStep::cycle_done;
   std::vector<std::string> slurm_ids;    // arguments of the step
+  WallClock::time_point sacct_since{};   // sacct: records of jobs that existed at or after this time
   std::vector<TrackerReport> reports;    // deliver these before performing the step
   std::vector<std::string> warnings;     // for the log: failed or slow Slurm commands, give-ups
 };
@@ -82,7 +95,8 @@ class Tracker {
  public:
   explicit Tracker(TrackerConfig config) : config_(config) {}
 
-  // Starts tracking `job`. A job added during a cycle joins at the next cycle's squeue (it is never taken
+  // Starts tracking `job`. A final state in squeue (with squeue's exit code) settles it; sacct and the
+  // exit-status file serve once squeue no longer shows it. A job added during a cycle joins at the next cycle's squeue (it is never taken
   // for "gone" because an earlier query did not list it). Adding a tracked id again does nothing.
   void add(TrackedJob job);
 
@@ -110,6 +124,8 @@ class Tracker {
   enum class Evidence { none, sacct_not_final, sacct_absent, sacct_unavailable, no_accounting };
   struct Job {
     WallClock::time_point submitted_at;
+    std::string name, cluster;
+    std::optional<WallClock::time_point> started_at;  // when Slurm started it, once seen running
     std::optional<CancelCause> cancel;
     std::optional<WallClock::time_point> cancel_sent_at;
     bool cancel_resend = false;     // still active in squeue after a scancel: send it again
@@ -126,9 +142,11 @@ class Tracker {
   TrackerAction on_sacct(const Result<CommandResult>& r, TrackerAction a);
   TrackerAction on_exit_files(const tracker_event::ExitFilesRead& ev, TrackerAction a);
   TrackerAction finish_cycle(TrackerAction a);
-  void report_active(const SqueueRow& row, TrackerAction& a);
+  void report_active(const nymph::slurm::SqueueJob& row, TrackerAction& a, WallClock::time_point now);
   void finish(const std::string& id, JobUpdate u, TrackerAction& a);
-  JobUpdate final_from_sacct(const std::string& id, const Job& job, const SacctRow& row) const;
+  bool ours(const Job& job, std::string_view name, std::string_view cluster, std::optional<std::int64_t> submit) const;
+  JobUpdate final_from_state(const std::string& id, const Job& job, const std::string& state,
+                             const std::string& state_text, int exit_code, int signal, std::string_view source) const;
   JobUpdate final_from_exit_file(const std::string& id, const Job& job, int status) const;
   JobUpdate lost(const std::string& id, const Job& job) const;
 
@@ -139,7 +157,11 @@ class Tracker {
   std::vector<std::string> queried_;   // ids asked of squeue in this cycle
   std::vector<std::string> missing_;   // of those, the ones squeue no longer shows
   bool accounting_disabled_ = false;
+  WallClock::time_point now_{};        // of the event being handled
 };
+
+// `d` for a message: "7d", "24h", "90m", "45s" or "250ms" (the largest unit that divides it; a day is "24h").
+std::string describe_duration(std::chrono::milliseconds d);
 
 // Base message of reports: "Slurm job N: ...".
 std::string slurm_job_label(std::string_view slurm_id);

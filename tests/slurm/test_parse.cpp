@@ -82,6 +82,58 @@ TEST(ParseSacctmgr, DefaultAccountIsTheFirstLine) {
   EXPECT_EQ(parse_default_account(""), "");
 }
 
+TEST(ParseSqueueJobs, RowsAsCapturedOnTheLab) {
+  // squeue -t all -O kSqueueJobFormat with SLURM_TIME_FORMAT=%s on Slurm 22.05 (a name may contain '|').
+  auto r = parse_squeue_jobs("24|PENDING|JobHeldUser|0|1796102661|N/A|nymphlab|slurmhelper-held\n"
+                             "23|FAILED|NonZeroExitCode|512|1796102661|1796102662|nymphlab|slurmhelper|p x\n"
+                             "25|COMPLETING|None||Unknown|2026-12-01T05:00:00||\n");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_EQ((*r)[0].state, "PENDING");
+  EXPECT_EQ((*r)[0].reason, "JobHeldUser");
+  EXPECT_EQ((*r)[0].submit_time, 1796102661);
+  EXPECT_FALSE((*r)[0].start_time) << "N/A";
+  EXPECT_EQ((*r)[1].wait_status, 512);
+  EXPECT_EQ((*r)[1].start_time, 1796102662);
+  EXPECT_EQ((*r)[1].cluster, "nymphlab");
+  EXPECT_EQ((*r)[1].name, "slurmhelper|p x");
+  EXPECT_FALSE((*r)[2].wait_status);
+  EXPECT_FALSE((*r)[2].submit_time);
+  EXPECT_FALSE((*r)[2].start_time) << "a date (SLURM_TIME_FORMAT not honoured) reads as absent";
+  EXPECT_EQ((*r)[2].name, "");
+  for (const char* bad : {"7|PENDING|x", "7|PENDING|a|b|c|d|e", "|PENDING|||||x|y", "7||||||x|y"})
+    EXPECT_FALSE(parse_squeue_jobs(bad)) << bad;
+}
+
+TEST(ParseSqueueJobs, WaitStatus) {
+  EXPECT_EQ(decode_wait_status(0), (std::pair<int, int>{0, 0}));
+  EXPECT_EQ(decode_wait_status(768), (std::pair<int, int>{3, 0}));
+  EXPECT_EQ(decode_wait_status(15), (std::pair<int, int>{0, 15}));
+  EXPECT_EQ(decode_wait_status(9), (std::pair<int, int>{0, 9}));
+}
+
+TEST(ParseSacctJobs, EveryJobLineIsKeptWithItsIdentity) {
+  auto r = parse_sacct_jobs("23|FAILED|2:0|1796102661|nymphlab|slurmhelper|p x\n"
+                            "23.batch|FAILED|2:0|1796102661|nymphlab|batch\n"
+                            "23|COMPLETED|0:0|Unknown|nymphlab|nymph-a\n");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->size(), 2u) << "a recycled id's records are all kept; step lines are not";
+  EXPECT_EQ((*r)[0].exit_code, 2);
+  EXPECT_EQ((*r)[0].submit_time, 1796102661);
+  EXPECT_EQ((*r)[0].name, "slurmhelper|p x");
+  EXPECT_EQ((*r)[1].state, "COMPLETED");
+  EXPECT_FALSE((*r)[1].submit_time);
+  for (const char* bad : {"5|COMPLETED|0:0", "5|COMPLETED|x:0|1||n", "|COMPLETED|0:0|1||n"})
+    EXPECT_FALSE(parse_sacct_jobs(bad)) << bad;
+}
+
+TEST(ParseSbatch, ClusterAndScontrolClusterName) {
+  EXPECT_EQ(parse_sbatch_cluster("42;nymphlab\n"), "nymphlab");
+  EXPECT_EQ(parse_sbatch_cluster("42\n"), "");
+  EXPECT_EQ(parse_cluster_name("AuthType                = auth/munge\nClusterName             = nymphlab\n"), "nymphlab");
+  EXPECT_EQ(parse_cluster_name("AuthType = auth/munge\n"), "");
+}
+
 TEST(SlurmStates, Phases) {
   for (auto s : {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"})
     EXPECT_EQ(phase_of(s), SlurmPhase::pending) << s;

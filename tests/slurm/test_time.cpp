@@ -1,6 +1,9 @@
 // Slurm's time formats: time limits and the time left squeue prints.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <ctime>
+
 #include "slurm/time.hpp"
 
 namespace {
@@ -51,6 +54,19 @@ TEST(SlurmTimeLimit, MinutesRoundUp) {
   EXPECT_EQ(minutes_for(seconds(60)), "1");
   EXPECT_EQ(minutes_for(seconds(61)), "2");
   EXPECT_EQ(minutes_for(hours(2)), "120");
+}
+
+TEST(SlurmTime, SinceIsLocalTimeForSacct) {
+  ::setenv("TZ", "UTC", 1);
+  ::tzset();
+  EXPECT_EQ(format_slurm_time(std::chrono::system_clock::time_point(std::chrono::seconds(1796102661))),
+            "2026-12-01T05:24:21");
+  ::setenv("TZ", "Europe/Berlin", 1);
+  ::tzset();
+  EXPECT_EQ(format_slurm_time(std::chrono::system_clock::time_point(std::chrono::seconds(1796102661))),
+            "2026-12-01T06:24:21");
+  ::unsetenv("TZ");
+  ::tzset();
 }
 
 }  // namespace

@@ -24,7 +24,10 @@ using nymph::slurm::CommandResult;
 struct FakeJob {
   std::filesystem::path dir;
   std::deque<std::string> squeue;  // "STATE|reason" per squeue call (last one repeats); "" = not shown
-  std::string sacct = "COMPLETED|0:0";
+  std::string sacct = "COMPLETED|0:0";    // "STATE|CODE:SIG"; "" = no accounting record
+  std::string name;                        // the --job-name it was submitted with
+  std::string wait_status = "0";           // squeue's exit_code field
+  std::int64_t submit_time = 0;            // epoch seconds, set at submission
   std::string stdout_bytes, stderr_bytes;  // written to the job's files when it is first shown RUNNING
   bool wrote = false;
 };
@@ -39,6 +42,7 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
   nymph::Result<CommandResult> sbatch_answer{CommandResult{}};  // exit_code != 0: sbatch fails with it
   int next_id = 1000;
   int squeue_calls = 0;
+  std::string cluster = "nymphlab";        // printed in squeue's and sacct's rows
 
   int count(const std::string& program) const {
     int n = 0;
@@ -73,8 +77,15 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
       if (!sbatch_answer || sbatch_answer->exit_code != 0) return sbatch_answer;
       std::string id = std::to_string(next_id++);
       auto dir = std::filesystem::path(argv.back()).parent_path();
+      std::string name;
+      for (const auto& a : argv)
+        if (a.starts_with("--job-name=")) name = a.substr(11);
+      if (name.empty()) name = name_in_script(argv.back());
       FakeJob job = on_submit(dir);
       job.dir = dir;
+      job.name = name;
+      job.submit_time = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
       jobs[id] = std::move(job);
       return CommandResult{0, id + ";nymphlab\n", ""};
     }
@@ -88,7 +99,10 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
         std::string state = it->second.squeue.front();
         if (it->second.squeue.size() > 1) it->second.squeue.pop_front();
         if (state.starts_with("RUNNING")) write_output(it->second);
-        if (!state.empty()) out += id + "|" + state + "\n";
+        // kSqueueJobFormat: id|state|reason|exit_code|submit|start|cluster|name (state holds "STATE|reason").
+        if (!state.empty())
+          out += id + "|" + state + "|" + it->second.wait_status + "|" + std::to_string(it->second.submit_time) + "|" +
+                 std::to_string(it->second.submit_time) + "|" + cluster + "|" + it->second.name + "\n";
       }
       return CommandResult{0, out, ""};
     }
@@ -98,7 +112,10 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
         auto it = jobs.find(id);
         if (it == jobs.end()) continue;
         write_output(it->second);
-        out += id + "|" + it->second.sacct + "\n" + id + ".batch|" + it->second.sacct + "\n";
+        if (it->second.sacct.empty()) continue;
+        // kSacctJobFormat: id|state|code|submit|cluster|name.
+        std::string rest = "|" + std::to_string(it->second.submit_time) + "|" + cluster + "|" + it->second.name + "\n";
+        out += id + "|" + it->second.sacct + rest + id + ".batch|" + it->second.sacct + rest;
       }
       return CommandResult{0, out, ""};
     }
@@ -112,6 +129,18 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
       return CommandResult{0, "", ""};
     }
     return nymph::fail("fake slurm: unexpected program " + prog);
+  }
+
+  static std::string name_in_script(const std::string& script) {
+    std::ifstream in(script);
+    std::string line;
+    while (std::getline(in, line))
+      if (auto at = line.find("--job-name="); at != std::string::npos) {
+        auto v = line.substr(at + 11);
+        if (v.size() >= 2 && v.front() == '\'' && v.back() == '\'') v = v.substr(1, v.size() - 2);
+        return v;
+      }
+    return {};
   }
 
   static void write_output(FakeJob& job) {
