@@ -43,6 +43,7 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
   int next_id = 1000;
   int squeue_calls = 0;
   std::string cluster = "nymphlab";        // printed in squeue's and sacct's rows
+  bool accounting = true;                  // false: sacct fails as on a cluster without slurmdbd
 
   int count(const std::string& program) const {
     int n = 0;
@@ -107,6 +108,7 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
       return CommandResult{0, out, ""};
     }
     if (prog == "sacct") {
+      if (!accounting) return CommandResult{1, "", "sacct: error: Slurm accounting storage is disabled\n"};
       std::string out;
       for (const auto& id : ids_of(argv.back())) {
         auto it = jobs.find(id);

@@ -85,4 +85,25 @@ TEST_F(JournalTest, OpenFailureNamesThePath) {
   EXPECT_NE(j.error().message.find("missing-dir"), std::string::npos);
 }
 
+TEST_F(JournalTest, IdentityFieldsRoundTripAndOldLinesWithoutThemStayReadable) {
+  auto e = entry("a", 1, "10");
+  e.job_name = "nymph-a";
+  e.cluster = "nymphlab";
+  {
+    auto j = Journal::open(path);
+    ASSERT_TRUE(j->append(e));
+  }
+  // A line written before the identity fields existed.
+  std::ofstream(path, std::ios::app) << R"({"op":"submit","job_id":"b","attempt":2,"lease_id":"lease-b",)"
+                                     << R"("slurm_job_id":"11","dir":"/launch/b-2","submitted_at_ms":1800000000123})"
+                                     << "\n";
+  auto read = read_journal(path);
+  ASSERT_TRUE(read) << read.error().message;
+  ASSERT_EQ(read->size(), 2u);
+  EXPECT_EQ((*read)[0], e);
+  EXPECT_EQ((*read)[1].slurm_job_id, "11");
+  EXPECT_EQ((*read)[1].job_name, "nymph-b") << "the name the runner has always given its jobs";
+  EXPECT_EQ((*read)[1].cluster, "") << "unknown: not checked";
+}
+
 }  // namespace

@@ -455,6 +455,25 @@ TEST_F(TrainingTest, ResumedTrainingAttemptReadsItsResult) {
   EXPECT_EQ(*u.result, boost::json::parse(R"({"resumed":1})"));
 }
 
+TEST_F(TrainingTest, WithoutAccountingACompletedProfileSeenInSqueueSucceeds) {
+  // No sacct, no exit-status file (a profile script has no EXIT trap): squeue's COMPLETED is the only word.
+  fake.accounting = false;
+  fake.on_submit = [](const fs::path& dir) {
+    FakeJob j;
+    j.squeue = {"RUNNING|None", "COMPLETED|None"};
+    std::ofstream(dir / "result.json") << R"({"loss":0.5})";
+    return j;
+  };
+  auto runner = make_runner(training_config());
+  Recorder rec;
+  auto final = run_coro(ioc, runner->run(training("t6", {}), rec), 10s);
+  ASSERT_EQ(final.state, JobState::succeeded) << final.message;
+  ASSERT_TRUE(final.result);
+  EXPECT_EQ(*final.result, boost::json::parse(R"({"loss":0.5})"));
+  EXPECT_EQ(fake.count("sacct"), 0) << "squeue settled it";
+  runner->release("t6");
+}
+
 TEST_F(RunnerTest, BadLaunchDirIsAStartUpError) {
   auto c = config();
   c.launch_dir = "relative";

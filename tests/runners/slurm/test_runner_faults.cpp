@@ -1,0 +1,178 @@
+// Faults injected into the Slurm runner through the scripted FakeSlurm (labels: unit, faults): a job Slurm
+// loses, a preparation that fails after the job directory exists, and a recycled Slurm id whose accounting
+// record belongs to another job. Nothing leaks and nothing is misreported.
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+
+#include "common/logging.hpp"
+#include "runners/slurm/slurm_runner.hpp"
+#include "tests/runners/slurm/fake_slurm.hpp"
+#include "tests/support/run_coro.hpp"
+
+namespace {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using namespace nymph::runners;
+using namespace nymph::runners::slurm;
+using namespace std::chrono_literals;
+using nymph::test::FakeJob;
+using nymph::test::FakeSlurm;
+using nymph::test::Forward;
+using nymph::test::Recorder;
+using nymph::test::run_coro;
+
+struct FaultTest : ::testing::Test {
+  fs::path launch = fs::temp_directory_path() / ("nymph-slurm-faults-test-" + std::to_string(::getpid()) + "-" +
+                                                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  asio::io_context ioc;
+  FakeSlurm fake;
+
+  void SetUp() override { fs::remove_all(launch); }
+  void TearDown() override { fs::remove_all(launch); }
+
+  SlurmRunnerConfig config() {
+    SlurmRunnerConfig c;
+    c.launch_dir = launch;
+    c.poll_interval = 1ms;
+    c.output_interval = 1ms;
+    return c;
+  }
+  std::unique_ptr<SlurmRunner> make_runner(SlurmRunnerConfig c) {
+    return std::make_unique<SlurmRunner>(ioc.get_executor(), std::move(c), std::make_unique<Forward>(fake),
+                                         nymph::null_logger());
+  }
+  static JobSpec spec(std::string id) {
+    JobSpec s;
+    s.job_id = std::move(id);
+    s.lease_id = "lease-" + s.job_id;
+    s.argv = {"/bin/true"};
+    return s;
+  }
+};
+
+TEST_F(FaultTest, AJobSlurmLostEndsLostAndItsDirectoryIsRemoved) {
+  fake.on_submit = [](const fs::path&) {
+    FakeJob j;
+    j.squeue = {"RUNNING|None", ""};  // gone from squeue, no accounting record, no exit-status file
+    j.sacct = "";
+    return j;
+  };
+  auto runner = make_runner(config());
+  Recorder rec;
+  auto final = run_coro(ioc, runner->run(spec("a"), rec), 10s);
+  EXPECT_EQ(final.state, JobState::lost) << final.message;
+  EXPECT_TRUE(fs::exists(launch / "a-1"));
+  runner->release("a");
+  runner.reset();
+  EXPECT_FALSE(fs::exists(launch / "a-1"));
+  EXPECT_TRUE(read_journal(launch / kJournalFile).value().empty());
+}
+
+TEST_F(FaultTest, APreparationFailureAfterTheDirectoryExistsLeavesNothing) {
+  auto c = config();
+  int created = 0;
+  c.after_job_dir_created = [&](const fs::path& dir) -> nymph::Result<void> {
+    ++created;
+    EXPECT_TRUE(fs::is_directory(dir));
+    return nymph::fail("injected: disk full while writing " + dir.string());
+  };
+  auto runner = make_runner(c);
+  Recorder rec;
+  auto final = run_coro(ioc, runner->run(spec("a"), rec), 10s);
+  EXPECT_EQ(final.state, JobState::failed);
+  EXPECT_NE(final.message.find("injected"), std::string::npos) << final.message;
+  EXPECT_EQ(created, 1);
+  EXPECT_FALSE(fs::exists(launch / "a-1")) << "removed at once, before any release()";
+  EXPECT_EQ(fake.count("sbatch"), 0);
+  runner->release("a");
+  runner.reset();
+  EXPECT_TRUE(fs::is_empty(launch) || (fs::exists(launch / kJournalFile) && std::distance(fs::directory_iterator(launch),
+                                                                                         fs::directory_iterator()) == 1))
+      << "only the journal is left in launch_dir";
+}
+
+TEST_F(FaultTest, APreparedTrainingJobThatFailsAfterItsDirectoryExistsLeavesNothing) {
+  fs::path script = launch.string() + "-profile.sh";
+  std::ofstream(script) << "#!/bin/sh\nexit 0\n";
+  auto c = config();
+  c.profiles = ProfileCatalog({Profile{"smoke", script, {}, 4096}});
+  c.after_job_dir_created = [](const fs::path&) -> nymph::Result<void> { return nymph::fail("injected"); };
+  auto runner = make_runner(c);
+  JobSpec s;
+  s.job_id = "t";
+  s.lease_id = "lease-t";
+  s.kind = "training";
+  s.profile = "smoke";
+  Recorder rec;
+  auto final = run_coro(ioc, runner->run(s, rec), 10s);
+  fs::remove(script);
+  EXPECT_EQ(final.state, JobState::failed);
+  EXPECT_FALSE(fs::exists(launch / "t-1"));
+  EXPECT_EQ(fake.count("sbatch"), 0);
+}
+
+TEST_F(FaultTest, ARecycledIdsAccountingRecordUnderAnotherNameIsIgnored) {
+  // Our job 1000 vanishes (a slurmctld reset lost it) and accounting holds another job's FAILED record for the
+  // same id: the attempt must not be reported failed (nor succeeded) from it; with no record of its own it is
+  // lost.
+  fake.on_submit = [](const fs::path&) {
+    FakeJob j;
+    j.squeue = {"RUNNING|None", ""};
+    j.sacct = "FAILED|1:0";
+    return j;
+  };
+  fake.on_squeue = [&](int n) {
+    if (n == 2) fake.jobs["1000"].name = "someone-elses-job";
+  };
+  auto runner = make_runner(config());
+  Recorder rec;
+  auto final = run_coro(ioc, runner->run(spec("a"), rec), 10s);
+  EXPECT_EQ(final.state, JobState::lost) << final.message;
+  EXPECT_GE(fake.count("sacct"), 3) << "asked on each cycle, never believed";
+  runner->release("a");
+}
+
+TEST_F(FaultTest, ARecycledIdInSqueueIsNotTakenForOurRunningJob) {
+  // Squeue shows id 1000 RUNNING, but it is another job (another name): ours is missing from squeue, and its
+  // own accounting record then settles it.
+  fake.on_submit = [](const fs::path&) {
+    FakeJob j;
+    j.squeue = {"RUNNING|None"};
+    j.sacct = "NODE_FAIL|0:0";
+    return j;
+  };
+  fake.on_squeue = [&](int n) {
+    if (n != 2) return;
+    // From now on squeue answers for someone else's job 1000; sacct still holds ours.
+    auto& j = fake.jobs["1000"];
+    j.squeue = {"RUNNING|None"};
+    j.name = "someone-elses-job";
+  };
+  struct SacctAsOurs : nymph::slurm::CommandRunner {
+    FakeSlurm& fake;
+    explicit SacctAsOurs(FakeSlurm& f) : fake(f) {}
+    asio::awaitable<nymph::Result<nymph::slurm::CommandResult>> run(std::vector<std::string> argv,
+                                                                   std::optional<nymph::slurm::Environment> env,
+                                                                   std::chrono::milliseconds t) override {
+      bool sacct = argv[0] == "sacct";
+      auto r = co_await fake.run(std::move(argv), std::move(env), t);
+      if (sacct && r) {
+        std::string& out = r->out;
+        for (auto at = out.find("someone-elses-job"); at != std::string::npos; at = out.find("someone-elses-job"))
+          out.replace(at, 17, "nymph-a");
+      }
+      co_return r;
+    }
+  };
+  auto runner = std::make_unique<SlurmRunner>(ioc.get_executor(), config(), std::make_unique<SacctAsOurs>(fake),
+                                              nymph::null_logger());
+  Recorder rec;
+  auto final = run_coro(ioc, runner->run(spec("a"), rec), 10s);
+  EXPECT_EQ(final.state, JobState::failed) << final.message;
+  EXPECT_NE(final.message.find("NODE_FAIL"), std::string::npos) << final.message;
+  runner->release("a");
+}
+
+}  // namespace
