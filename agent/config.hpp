@@ -49,6 +49,7 @@ struct SlurmSection {
   std::filesystem::path launch_dir;      // default: the daemon's working directory
   int max_jobs = 100;
   milliseconds max_poll_duration{24 * 3'600'000};
+  milliseconds max_queue_duration{7 * 24 * 3'600'000};
   milliseconds command_timeout{30'000};
   std::string sbatch = "sbatch", squeue = "squeue", sacct = "sacct", scancel = "scancel";
   bool keep_job_dirs = false;

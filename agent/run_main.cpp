@@ -123,6 +123,7 @@ std::unique_ptr<runners::slurm::SlurmRunner> make_slurm_runner(asio::any_io_exec
   sc.launch_dir = c.slurm.launch_dir.empty() ? cwd : fs::absolute(c.slurm.launch_dir);
   sc.max_jobs = c.slurm.max_jobs;
   sc.max_poll_duration = c.slurm.max_poll_duration;
+  sc.max_queue_duration = c.slurm.max_queue_duration;
   sc.command_timeout = c.slurm.command_timeout;
   sc.sbatch = c.slurm.sbatch;
   sc.squeue = c.slurm.squeue;

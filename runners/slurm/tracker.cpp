@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "common/duration.hpp"
 #include "slurm/options.hpp"
 
 namespace nymph::runners::slurm {
@@ -36,15 +37,6 @@ JobUpdate update_for(JobState state, const std::string& slurm_id, std::string me
 }  // namespace
 
 std::string slurm_job_label(std::string_view slurm_id) { return "Slurm job " + std::string(slurm_id); }
-
-std::string describe_duration(std::chrono::milliseconds d) {
-  using namespace std::chrono;
-  auto ms = d.count();
-  struct Unit { std::int64_t ms; const char* suffix; };
-  for (auto u : {Unit{86'400'000, "d"}, Unit{3'600'000, "h"}, Unit{60'000, "m"}, Unit{1'000, "s"}})
-    if (ms != 0 && ms % u.ms == 0 && !(u.ms == 86'400'000 && ms == u.ms)) return std::to_string(ms / u.ms) + u.suffix;  // 1d reads 24h
-  return std::to_string(ms) + "ms";
-}
 
 void Tracker::add(TrackedJob job) {
   Job j;
@@ -328,11 +320,11 @@ JobUpdate Tracker::final_from_state(const std::string& id, const Job& job, const
   } else if (state == "CANCELLED" && job.cancel == CancelCause::max_poll_duration) {
     u.state = JobState::failed;
     u.message = label + " cancelled: running longer than max_poll_duration (" +
-                describe_duration(config_.max_poll_duration) + ")";
+                format_duration(config_.max_poll_duration) + ")";
   } else if (state == "CANCELLED" && job.cancel == CancelCause::max_queue_duration) {
     u.state = JobState::failed;
     u.message = label + " cancelled: queued longer than max_queue_duration (" +
-                describe_duration(config_.max_queue_duration) + ")";
+                format_duration(config_.max_queue_duration) + ")";
   } else if (state == "TIMEOUT") {
     u.state = JobState::failed;
     u.message = label + " TIMEOUT: it reached its Slurm time limit";
@@ -355,8 +347,8 @@ JobUpdate Tracker::final_from_exit_file(const std::string& id, const Job& job, i
     u.state = JobState::failed;
     u.message = label + " cancelled: " +
                 (job.cancel == CancelCause::max_poll_duration
-                     ? "running longer than max_poll_duration (" + describe_duration(config_.max_poll_duration)
-                     : "queued longer than max_queue_duration (" + describe_duration(config_.max_queue_duration)) +
+                     ? "running longer than max_poll_duration (" + format_duration(config_.max_poll_duration)
+                     : "queued longer than max_queue_duration (" + format_duration(config_.max_queue_duration)) +
                 ")" + source;
   } else if (job.cancel == CancelCause::user || job.cancel == CancelCause::lease_lost) {
     u.state = JobState::cancelled;

@@ -160,8 +160,6 @@ class Tracker {
   WallClock::time_point now_{};        // of the event being handled
 };
 
-// `d` for a message: "7d", "24h", "90m", "45s" or "250ms" (the largest unit that divides it; a day is "24h").
-std::string describe_duration(std::chrono::milliseconds d);
 
 // Base message of reports: "Slurm job N: ...".
 std::string slurm_job_label(std::string_view slurm_id);

@@ -322,7 +322,7 @@ TEST_F(TrackerTest, MaxPollDurationCancelsAndEndsFailed) {
   a = step(ev::SacctDone{sacct_out("7|CANCELLED by 1001|0:15\n")});
   ASSERT_EQ(a.reports.size(), 1u);
   EXPECT_EQ(a.reports[0].update.state, JobState::failed);
-  EXPECT_NE(a.reports[0].update.message.find("running longer than max_poll_duration (24h)"), std::string::npos)
+  EXPECT_NE(a.reports[0].update.message.find("running longer than max_poll_duration (1d)"), std::string::npos)
       << a.reports[0].update.message;
 }
 
