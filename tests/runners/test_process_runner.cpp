@@ -319,6 +319,44 @@ TEST_F(ProcessRunnerTest, WorkDirIsPrivateCurrentAndRemovedOnRelease) {
   runner.release("wd");  // twice is harmless
 }
 
+// Issue 15: whatever the end — failed after running, cancelled, stopped because the lease was lost or the
+// agent is going away, timed out, or a start that failed once the directory existed — release() leaves
+// nothing behind.
+TEST_F(ProcessRunnerTest, WorkDirIsRemovedAfterEveryKindOfEnd) {
+  const fs::path work = tmp / "work";
+  {
+    ProcessRunner runner(config(), null_logger());
+    auto failed = run(runner, argv_job({"--touch", "partial", "--exit", "3"}, "fail"));
+    EXPECT_EQ(failed.state, JobState::failed);
+    EXPECT_TRUE(fs::exists(work / "fail-1" / "partial")) << "kept until release()";
+    runner.release("fail");
+    EXPECT_FALSE(fs::exists(work / "fail-1"));
+
+    int n = 0;
+    for (auto why : {StopReason::user_cancel, StopReason::lease_lost, StopReason::shutdown, StopReason::timeout}) {
+      const std::string id = "stop" + std::to_string(++n);
+      auto ready = tmp / ("ready-" + id);
+      test::RecordingReporter r;
+      auto spec = argv_job({"--touch", "partial", "--pid-file", ready.string(), "--sleep", "60000"}, id);
+      auto final = run_coro(ioc, run_with(&runner, spec, &r, stop_when_lines(&runner, ready, 1, id, why)));
+      EXPECT_TRUE(is_final(final.state)) << final.message;
+      EXPECT_TRUE(fs::exists(work / (id + "-1") / "partial")) << id;
+      runner.release(id);
+      EXPECT_FALSE(fs::exists(work / (id + "-1"))) << id;
+    }
+
+    JobSpec missing;  // the directory exists before the start fails
+    missing.job_id = "nostart";
+    missing.argv = {(tmp / "no-such-program").string()};
+    auto not_started = run(runner, missing);
+    EXPECT_EQ(not_started.state, JobState::failed);
+    EXPECT_TRUE(fs::exists(work / "nostart-1"));
+    runner.release("nostart");
+    EXPECT_FALSE(fs::exists(work / "nostart-1"));
+  }  // the destructor waits for the background removals
+  EXPECT_TRUE(fs::is_empty(work)) << "nothing left, not even a renamed directory being removed";
+}
+
 TEST_F(ProcessRunnerTest, RemovalFinishesInTheBackground) {
   {
     ProcessRunner runner(config(), null_logger());
