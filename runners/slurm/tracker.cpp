@@ -180,7 +180,7 @@ TrackerAction Tracker::on_squeue(const Result<CommandResult>& r, TrackerAction a
       // squeue's word counts (on a cluster without accounting it is the only one): the job has ended.
       auto [code, sig] = decode_wait_status(row.wait_status.value_or(0));
       shown.push_back(row.job_id);
-      finish(row.job_id, final_from_state(row.job_id, it->second, row.state, row.state, code, sig, " (squeue)"), a);
+      finish(row.job_id, final_from_state(row.job_id, it->second, row.state, row.state, code, sig), a);
     }
     // Anything else (an unknown state, a final one without an exit code) is left to sacct and the exit file.
   }
@@ -256,7 +256,7 @@ TrackerAction Tracker::on_sacct(const Result<CommandResult>& r, TrackerAction a)
       if (!row || s.submit_time.value_or(0) >= row->submit_time.value_or(0)) row = &s;
     }
     if (row && phase_of(row->state) != SlurmPhase::pending && phase_of(row->state) != SlurmPhase::running) {
-      finish(id, final_from_state(id, job, row->state, row->state_text, row->exit_code, row->signal, ""), a);
+      finish(id, final_from_state(id, job, row->state, row->state_text, row->exit_code, row->signal), a);
       continue;
     }
     job.evidence = row ? Evidence::sacct_not_final : fallback;
@@ -304,8 +304,7 @@ void Tracker::finish(const std::string& id, JobUpdate u, TrackerAction& a) {
 }
 
 JobUpdate Tracker::final_from_state(const std::string& id, const Job& job, const std::string& state,
-                                    const std::string& state_text, int exit_code, int signal,
-                                    std::string_view source) const {
+                                    const std::string& state_text, int exit_code, int signal) const {
   const std::string label = slurm_job_label(id);
   JobUpdate u;
   u.slurm_job_id = id;
@@ -333,7 +332,6 @@ JobUpdate Tracker::final_from_state(const std::string& id, const Job& job, const
     u.message = label + " ended " + state_text + ", exit code " + std::to_string(exit_code) +
                 (signal ? ", signal " + std::to_string(signal) : "");
   }
-  u.message += source;
   return u;
 }
 

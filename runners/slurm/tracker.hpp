@@ -146,7 +146,7 @@ class Tracker {
   void finish(const std::string& id, JobUpdate u, TrackerAction& a);
   bool ours(const Job& job, std::string_view name, std::string_view cluster, std::optional<std::int64_t> submit) const;
   JobUpdate final_from_state(const std::string& id, const Job& job, const std::string& state,
-                             const std::string& state_text, int exit_code, int signal, std::string_view source) const;
+                             const std::string& state_text, int exit_code, int signal) const;
   JobUpdate final_from_exit_file(const std::string& id, const Job& job, int status) const;
   JobUpdate lost(const std::string& id, const Job& job) const;
 

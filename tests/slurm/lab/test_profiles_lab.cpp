@@ -93,6 +93,27 @@ TEST(ProfilesLab, SmokeProfileWithHostileParametersReturnsItsResultAndExecutesNo
   EXPECT_FALSE(fs::exists(dir));
 }
 
+TEST(ProfilesLab, WithoutAccountingACompletedProfileSucceeds) {
+  // A profile script has no exit-status file; without accounting (sacct stands in for a cluster without
+  // slurmdbd) squeue's COMPLETED is the only word, and the result must not be lost.
+  Scripts scripts;
+  fs::path fake_sacct = scripts.dir / "sacct";
+  std::ofstream(fake_sacct) << "#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n";
+  fs::permissions(fake_sacct, fs::perms(0755));
+  Lab lab("profile-noacct", [&](SlurmRunnerConfig& c) {
+    c.profiles = ProfileCatalog({scripts.smoke()});
+    c.sacct = fake_sacct.string();
+  });
+  Recorder rec;
+  auto s = training("noacct", "smoke", {{"message", "no accounting"}});
+  auto final = lab.run(s, rec);
+  ASSERT_EQ(final.state, JobState::succeeded) << final.message << "\n" << rec.err;
+  ASSERT_TRUE(final.result);
+  EXPECT_EQ(final.result->as_object().at("message").as_string(), "no accounting");
+  EXPECT_EQ(lab.count(fake_sacct.string()), 0) << "squeue settled it";
+  lab.runner->release(s.job_id);
+}
+
 TEST(ProfilesLab, CompletedWithoutResultFails) {
   Scripts scripts;
   auto p = scripts.install("quiet", "#!/bin/sh\n#SBATCH --ntasks=1\n#SBATCH --mem=50M\n#SBATCH --time=00:02:00\necho no result\n");

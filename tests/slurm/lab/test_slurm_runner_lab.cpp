@@ -106,10 +106,11 @@ TEST(SlurmRunnerLab, InjectionAttemptsAreRejectedAndNothingReachesSlurm) {
   }
 }
 
-TEST(SlurmRunnerLab, AccountingDisabledFallsBackToTheExitStatusFile) {
+TEST(SlurmRunnerLab, AccountingDisabledSettlesFromSqueuesFinalState) {
   // Slurm without accounting storage answers every sacct with this message and exit status 1 (measured
   // with SLURM_LAB_ACCOUNTING=none, see tests/slurm-lab/README.md). Restarting the shared lab without
-  // slurmdbd would disturb other suites, so sacct is pointed at a stand-in that fails the same way.
+  // slurmdbd would disturb other suites, so sacct is pointed at a stand-in that fails the same way. With
+  // `squeue -t all` the finished job is still listed (MinJobAge) with its exit code: that settles it.
   fs::path fake_dir = fs::path(env_or("SLURM_LAB_JOBS_DIR", "/var/lib/nymph-slurm-lab/jobs")) /
                       ("nymph-test-noacct-" + std::to_string(::getpid()));
   fs::create_directories(fake_dir);
@@ -121,10 +122,17 @@ TEST(SlurmRunnerLab, AccountingDisabledFallsBackToTheExitStatusFile) {
     Recorder rec;
     auto final = lab.run(spec("noacct", {"/bin/sh", "-c", "exit 3"}), rec);
     EXPECT_EQ(final.state, JobState::failed) << final.message;
-    EXPECT_EQ(final.exit_code, 3);
-    EXPECT_NE(final.message.find("exit-status file"), std::string::npos) << final.message;
-    EXPECT_EQ(lab.count(fake_sacct.string()), 1);
+    EXPECT_EQ(final.exit_code, 3) << "squeue's exit_code 768 read as exit 3";
+    EXPECT_NE(final.message.find("FAILED"), std::string::npos) << final.message;
+    EXPECT_EQ(lab.count(fake_sacct.string()), 0) << "squeue settled it";
     EXPECT_EQ(sacct_fields(*final.slurm_job_id, "State,ExitCode"), "FAILED|3:0") << "the real record agrees";
+    // The journal held the job's identity: its name and the cluster (scontrol's ClusterName on this lab).
+    for (const auto& c : *lab.calls) {
+      if (c.argv[0] != "squeue" || !c.result) continue;
+      EXPECT_NE(c.result->out.find("|" + env_or("SLURM_LAB_CLUSTER", "nymphlab") + "|nymph-" + "noacct-"),
+                std::string::npos) << c.result->out;
+    }
+    EXPECT_EQ(lab.count("scontrol"), 1);
   }
   fs::remove_all(fake_dir);
 }
