@@ -137,6 +137,36 @@ TEST(SlurmRunnerLab, AccountingDisabledSettlesFromSqueuesFinalState) {
   fs::remove_all(fake_dir);
 }
 
+TEST(SlurmRunnerLab, AJobQueuedLongerThanMaxQueueDurationIsCancelledAndFails) {
+  // sbatch through a wrapper that submits held (JobHeldUser): the job never starts, uses no CPU, and queue
+  // time is all it has. max_poll_duration is short too: it must not count before Slurm starts the job.
+  fs::path wrap_dir = fs::path(env_or("SLURM_LAB_JOBS_DIR", "/var/lib/nymph-slurm-lab/jobs")) /
+                      ("nymph-test-held-" + std::to_string(::getpid()));
+  fs::create_directories(wrap_dir);
+  fs::path held_sbatch = wrap_dir / "sbatch";
+  std::ofstream(held_sbatch) << "#!/bin/sh\nexec sbatch --hold \"$@\"\n";
+  fs::permissions(held_sbatch, fs::perms::owner_all);
+  {
+    Lab lab("queued", [&](SlurmRunnerConfig& c) {
+      c.sbatch = held_sbatch.string();
+      c.max_queue_duration = 3s;
+      c.max_poll_duration = 1s;
+    });
+    Recorder rec;
+    auto final = lab.run(spec("queued", {"/bin/true"}), rec);
+    EXPECT_EQ(final.state, JobState::failed) << final.message;
+    EXPECT_NE(final.message.find("queued longer than max_queue_duration (3s)"), std::string::npos) << final.message;
+    ASSERT_TRUE(final.slurm_job_id);
+    EXPECT_EQ(lab.count("scancel"), 1);
+    bool held = false;
+    for (const auto& u : rec.updates) held = held || u.message.find("JobHeldUser") != std::string::npos;
+    EXPECT_TRUE(held) << "it was pending, held, until cancelled";
+    EXPECT_EQ(sacct_fields_settled(*final.slurm_job_id, "State", "CANCELLED by " + std::to_string(::getuid())),
+              "CANCELLED by " + std::to_string(::getuid()));
+  }
+  fs::remove_all(wrap_dir);
+}
+
 TEST(SlurmRunnerLab, ManagerDiesMidJobAndANewRunnerResumesFromTheJournal) {
   Lab lab("restart");
   auto s = spec("restart", {"/bin/sh", "-c", "echo started; sleep 8; echo finished"});
