@@ -1,8 +1,10 @@
 #pragma once
 // Tracking of submitted Slurm jobs as a sans-io state machine: the poll loop feeds it events (a cycle
 // starts, a command finished, exit-status files were read) and performs the action it returns. One cycle is
-//   [scancel of jobs to cancel] → ONE squeue for all tracked jobs → [ONE sacct for the jobs squeue no longer
-//   shows] → [read their exit-status files] → done
+//   [scancel of jobs to cancel] → ONE squeue for all tracked jobs (final states included: one with its exit
+//   code settles the job) → [ONE sacct, bounded by submit time, for the jobs squeue no longer shows] → [read
+//   their exit-status files] → done
+// Rows about a tracked id that belong to another job (Slurm recycles ids) are ignored: see TrackedJob.
 // Nothing here runs a process, reads a file or sleeps; tests step it with made-up command results.
 #include <chrono>
 #include <cstdint>
