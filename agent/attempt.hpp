@@ -52,9 +52,12 @@ struct Attempt {
   bool fenced = false;     // the control plane no longer accepts this lease
   bool detached = false;   // left running at a manager stop (survives_agent): nothing more is reported
   bool abandoned = false;  // the daemon is exiting and gave up delivering
+  bool given_up = false;   // refused (over capacity) or stopped on lease expiry: reported lost, not running
 
   // Whether nothing more is reported for this attempt.
   bool stopped() const { return fenced || detached || abandoned; }
+  // Whether polls and registrations list it as running (its lease is to be renewed).
+  bool listed() const { return !stopped() && !given_up; }
   // Whether its runner's jobs end with the agent (false for a refused attempt, which has no runner).
   bool stops_with_agent() const;
   // Whether its runner's jobs outlive the agent (false for a refused attempt).

@@ -172,7 +172,7 @@ struct Daemon::Impl {
     r.profiles = settings.profiles;
     r.slurm = settings.allocation;
     for (const auto& [id, a] : attempts)
-      if (!a->stopped()) r.running.push_back({a->job_id, a->lease_id});
+      if (a->listed()) r.running.push_back({a->job_id, a->lease_id});
     return r;
   }
 
@@ -257,7 +257,7 @@ struct Daemon::Impl {
     bool accepting = lifecycle.accepting_jobs();
     for (const auto& [name, cap] : settings.capacity) p.free[name] = accepting ? std::max(0, cap - active_runs_on(name)) : 0;
     for (const auto& [id, a] : attempts)
-      if (!a->stopped()) p.running.push_back({a->job_id, a->lease_id});
+      if (a->listed()) p.running.push_back({a->job_id, a->lease_id});
     p.draining = !accepting;
     return p;
   }
@@ -328,6 +328,11 @@ struct Daemon::Impl {
       log->info("job {}: not started, the agent is stopping (the control plane re-queues it)", job.job_id);
       return;
     }
+    if (auto cap = settings.capacity.find(job.runner);
+        cap != settings.capacity.end() && active_runs_on(job.runner) >= cap->second) {
+      refuse_over_capacity(std::move(job), cap->second);
+      return;
+    }
     auto a = std::make_unique<Attempt>(ex, settings);
     a->job_id = job.job_id;
     a->lease_id = job.lease_id;
@@ -351,6 +356,27 @@ struct Daemon::Impl {
     spawn(ship(raw), "delivery for job " + id);
     if (runner) spawn(run_attempt(raw), "job " + id);
     state_changed.notify();
+  }
+
+  // A3: an assignment beyond the runner's advertised capacity (a control plane that sends more than `free`)
+  // is never started: its only event is `lost` (seq 1, reason overCapacity), sent at once, so the control
+  // plane re-queues it without counting an attempt. It is not listed as running.
+  void refuse_over_capacity(protocol::JobAssignment job, int slots) {
+    auto a = std::make_unique<Attempt>(ex, settings);
+    a->job_id = job.job_id;
+    a->lease_id = job.lease_id;
+    a->number = job.attempt;
+    a->runner_name = job.runner;
+    a->given_up = true;
+    a->shipper_active = true;
+    const std::string message = "refused: worker at capacity (" + std::to_string(slots) + " of " +
+                                std::to_string(slots) + " slots busy)";
+    log->warn("job {}: attempt {} {}", a->job_id, a->number, message);
+    a->outbox.push_event(JobUpdate{.state = JobState::lost, .message = message, .reason = runners::LostReason::over_capacity},
+                         std::chrono::system_clock::now(), Clock::now());
+    Attempt* raw = a.get();
+    attempts.emplace(job.job_id, std::move(a));
+    spawn(ship(raw), "delivery for job " + job.job_id);
   }
 
   // The runner that runs `a`, or why `a` cannot start on this worker: its runner is not here, or its job

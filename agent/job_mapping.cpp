@@ -49,7 +49,17 @@ protocol::EventRequest to_event(const std::string& lease_id, std::int64_t seq, c
   r.slurm_job_id = update.slurm_job_id;
   r.result = update.result;
   r.at = protocol::format_time(at);
+  if (update.state == runners::JobState::lost && update.reason) r.reason = to_event_reason(*update.reason);
   return r;
+}
+
+protocol::EventReason to_event_reason(runners::LostReason reason) {
+  switch (reason) {
+    case runners::LostReason::worker_stopping: return protocol::EventReason::worker_stopping;
+    case runners::LostReason::lease_expired: return protocol::EventReason::lease_expired;
+    case runners::LostReason::over_capacity: return protocol::EventReason::over_capacity;
+  }
+  return protocol::EventReason::worker_stopping;
 }
 
 protocol::LogStream to_log_stream(runners::Stream stream) {

@@ -24,6 +24,9 @@ protocol::EventState to_event_state(runners::JobState state);
 protocol::EventRequest to_event(const std::string& lease_id, std::int64_t seq, const runners::JobUpdate& update,
                                 std::chrono::system_clock::time_point at);
 
+// The wire reason of a lost attempt (the same three reasons); to_event sets it on `lost` events only.
+protocol::EventReason to_event_reason(runners::LostReason reason);
+
 // The wire name of a log stream ("stdout" / "stderr").
 protocol::LogStream to_log_stream(runners::Stream stream);
 

@@ -126,7 +126,8 @@ struct Wire<RegisterResponse> {
       opt("leaseTtlS", &S::lease_ttl_s),
       opt("staleAfterS", &S::stale_after_s),
       opt("protocol", &S::protocol),
-      opt("cancel", &S::cancel)};
+      opt("cancel", &S::cancel),
+      opt("runnerLeaseTtlS", &S::runner_lease_ttl_s, Emit::unless_empty)};
 };
 template <>
 struct Wire<PollRequest> {
@@ -145,7 +146,8 @@ struct Wire<JobAssignment> {
       req("leaseId", &S::lease_id),
       req("runner", &S::runner),
       req("kind", &S::kind),
-      req("spec", &S::spec)};
+      req("spec", &S::spec),
+      opt("leaseTtlS", &S::lease_ttl_s)};
 };
 template <>
 struct Wire<PollResponse> {
@@ -167,7 +169,8 @@ struct Wire<EventRequest> {
       opt("message", &S::message),
       opt("slurmJobId", &S::slurm_job_id),
       opt("result", &S::result),
-      opt("at", &S::at)};
+      opt("at", &S::at),
+      opt("reason", &S::reason)};
 };
 template <>
 struct Wire<EventResponse> {

@@ -31,6 +31,7 @@ constexpr std::array<std::string_view, 7> kJobStates{"queued", "running",   "can
 constexpr std::array<std::string_view, 7> kAttemptStates{"assigned", "pending",   "running", "succeeded",
                                                          "failed",   "cancelled", "lost"};
 constexpr std::array<std::string_view, 2> kCancelReasons{"user", "leaseLost"};
+constexpr std::array<std::string_view, 3> kEventReasons{"workerStopping", "leaseExpired", "overCapacity"};
 constexpr std::array<std::string_view, 2> kDirectives{"kill", "drain"};
 constexpr std::array<std::string_view, 6> kExitReasons{"sigterm", "sigint", "killed", "walltime", "idle", "error"};
 constexpr std::array<std::string_view, 3> kWorkerStatuses{"active", "stale", "gone"};
@@ -42,6 +43,7 @@ std::string_view to_string(EventState s) { return name_of(s, kEventStates); }
 std::string_view to_string(JobState s) { return name_of(s, kJobStates); }
 std::string_view to_string(AttemptState s) { return name_of(s, kAttemptStates); }
 std::string_view to_string(CancelReason r) { return name_of(r, kCancelReasons); }
+std::string_view to_string(EventReason r) { return name_of(r, kEventReasons); }
 std::string_view to_string(Directive d) { return name_of(d, kDirectives); }
 std::string_view to_string(ExitReason r) { return name_of(r, kExitReasons); }
 std::string_view to_string(WorkerStatus s) { return name_of(s, kWorkerStatuses); }
@@ -53,6 +55,9 @@ std::optional<AttemptState> parse_attempt_state(std::string_view s) {
 }
 std::optional<CancelReason> parse_cancel_reason(std::string_view s) {
   return value_of<CancelReason>(s, kCancelReasons);
+}
+std::optional<EventReason> parse_event_reason(std::string_view s) {
+  return value_of<EventReason>(s, kEventReasons);
 }
 std::optional<Directive> parse_directive(std::string_view s) { return value_of<Directive>(s, kDirectives); }
 std::optional<ExitReason> parse_exit_reason(std::string_view s) { return value_of<ExitReason>(s, kExitReasons); }

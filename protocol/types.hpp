@@ -51,6 +51,10 @@ enum class JobState { queued, running, cancelling, succeeded, failed, cancelled,
 enum class AttemptState { assigned, pending, running, succeeded, failed, cancelled, lost };
 // Why a poll reply asks the worker to stop an attempt: "user", "leaseLost".
 enum class CancelReason { user, lease_lost };
+// Why a worker reports an attempt `lost` (EventRequest.reason): "workerStopping" (the worker is going away and
+// stopped it), "leaseExpired" (the worker could not renew its lease in time and stopped it), "overCapacity"
+// (assigned beyond the worker's free slots: refused, never started).
+enum class EventReason { worker_stopping, lease_expired, over_capacity };
 // Directive in a poll reply: "kill" (stop now, exitReason killed) or "drain" (no new jobs, exit when idle).
 enum class Directive { kill, drain };
 // Why a worker exited: "sigterm", "sigint", "killed", "walltime", "idle", "error".
@@ -64,6 +68,7 @@ std::string_view to_string(EventState s);
 std::string_view to_string(JobState s);
 std::string_view to_string(AttemptState s);
 std::string_view to_string(CancelReason r);
+std::string_view to_string(EventReason r);
 std::string_view to_string(Directive d);
 std::string_view to_string(ExitReason r);
 std::string_view to_string(WorkerStatus s);
@@ -72,6 +77,7 @@ std::optional<EventState> parse_event_state(std::string_view s);
 std::optional<JobState> parse_job_state(std::string_view s);
 std::optional<AttemptState> parse_attempt_state(std::string_view s);
 std::optional<CancelReason> parse_cancel_reason(std::string_view s);
+std::optional<EventReason> parse_event_reason(std::string_view s);
 std::optional<Directive> parse_directive(std::string_view s);
 std::optional<ExitReason> parse_exit_reason(std::string_view s);
 std::optional<WorkerStatus> parse_worker_status(std::string_view s);
@@ -161,6 +167,7 @@ struct RegisterResponse {
   double stale_after_s = 60;
   int protocol = kVersion;
   std::vector<CancelOrder> cancel;  // attempts from `running` that the worker must stop
+  std::map<std::string, double> runner_lease_ttl_s;  // runner -> lease TTL when it differs from lease_ttl_s
 };
 
 // POST /v1/workers/{id}/poll
@@ -178,6 +185,7 @@ struct JobAssignment {
   std::string runner;
   std::string kind = "command";      // "command" | "training"
   JobSpec spec;
+  std::optional<double> lease_ttl_s;  // the TTL of this lease (absent: the registration's)
 };
 
 // 200 reply to a poll: empty lists and a null directive when the poll timed out.
@@ -198,6 +206,7 @@ struct EventRequest {
   std::optional<std::string> slurm_job_id;
   std::optional<boost::json::value> result;  // training: the checked result.json (succeeded only)
   std::optional<std::string> at;             // RFC 3339 UTC, the worker's clock
+  std::optional<EventReason> reason;         // state lost only: why the worker gave the attempt up
 };
 
 // 200 reply to an event.

@@ -37,8 +37,10 @@ using Clock = std::chrono::steady_clock;
 struct ProcessRunner::Attempt {
   explicit Attempt(const asio::any_io_executor& exec) : wake(exec) {}
   std::optional<StopReason> stop;  // set by stop()
+  bool kill = false;               // set by kill(): SIGKILL, no grace
   asio::steady_timer wake;         // expires at the job's timeout; cancelled by stop()
   fs::path dir;                    // its work directory, once created
+  ChildProcess* child = nullptr;   // while supervised
 };
 
 namespace {
@@ -55,6 +57,8 @@ std::string_view reason_name(StopReason why) {
       return "timeout";
     case StopReason::shutdown:
       return "shutdown";
+    case StopReason::lease_expired:
+      return "lease_expired";
   }
   return "unknown";
 }
@@ -141,12 +145,13 @@ Result<std::vector<std::string>> job_argv(const JobSpec& spec, const ProcessRunn
 // Everything one running attempt's coroutines share; lives in supervise()'s frame.
 struct Session {
   Session(ChildProcess& c, JobReporter& r, const ProcessRunnerConfig& cfg, std::optional<StopReason>& stop,
-          asio::steady_timer& wake)
-      : child(c), reporter(r), cfg(cfg), stop(stop), wake(wake), reading(wake.get_executor(), 2) {}
+          const bool& kill, asio::steady_timer& wake)
+      : child(c), reporter(r), cfg(cfg), stop(stop), kill(kill), wake(wake), reading(wake.get_executor(), 2) {}
   ChildProcess& child;
   JobReporter& reporter;
   const ProcessRunnerConfig& cfg;
   std::optional<StopReason>& stop;
+  const bool& kill;  // no grace: SIGKILL at once
   asio::steady_timer& wake;
   ReadGroup reading;  // the stdout and stderr pumps
   bool timed_out = false;
@@ -224,7 +229,7 @@ asio::awaitable<void> watch(Session* s) {
     }
     // wake was cancelled by stop(): the loop head records why
   }
-  s->status = co_await s->child.terminate(s->cfg.kill_grace);
+  s->status = co_await s->child.terminate(s->kill ? std::chrono::milliseconds(0) : s->cfg.kill_grace);
   // Once the group is gone the pipes reach EOF at once, unless a process that left it (setsid) holds one.
   co_await s->reading.finish(s->child, s->cfg.kill_grace);
 }
@@ -255,9 +260,9 @@ JobUpdate final_update(const Session& s, std::optional<std::chrono::seconds> tim
 // Drives one started attempt to its final update. If the caller cancels it (or the reporter throws), the
 // group is still terminated before the exception propagates.
 asio::awaitable<JobUpdate> supervise(ChildProcess& child, JobReporter& reporter, const ProcessRunnerConfig& cfg,
-                                     std::optional<StopReason>& stop, asio::steady_timer& wake,
+                                     std::optional<StopReason>& stop, const bool& kill, asio::steady_timer& wake,
                                      std::optional<std::chrono::seconds> timeout) {
-  Session s(child, reporter, cfg, stop, wake);
+  Session s(child, reporter, cfg, stop, kill, wake);
   wake.expires_at(timeout ? Clock::now() + *timeout : Clock::time_point::max());
   std::exception_ptr error;
   try {
@@ -369,7 +374,10 @@ asio::awaitable<JobUpdate> ProcessRunner::run(JobSpec spec, JobReporter& reporte
   }
   log_->info("{}: started pid {} in {}", who, child->pid(), dir->string());
   reporter.update(JobUpdate{JobState::running});
-  JobUpdate final = co_await supervise(*child, reporter, config_, attempt.stop, attempt.wake, spec.timeout);
+  attempt.child = &*child;
+  JobUpdate final =
+      co_await supervise(*child, reporter, config_, attempt.stop, attempt.kill, attempt.wake, spec.timeout);
+  attempt.child = nullptr;
   // result.json is read only once the process has exited 0, and only reported when it checks out.
   if (profile) final = attach_result(std::move(final), *dir);
   log_->info("{}: {} ({})", who, to_string(final.state), final.message);
@@ -383,6 +391,18 @@ void ProcessRunner::stop(const std::string& job_id, StopReason why) {
   if (!it->second->stop) it->second->stop = why;
   it->second->wake.cancel();
   log_->info("job {}: stop requested ({})", job_id, reason_name(why));
+}
+
+void ProcessRunner::kill(const std::string& job_id, StopReason why) {
+  auto it = attempts_.find(job_id);
+  if (it == attempts_.end()) return;
+  Attempt& a = *it->second;
+  if (!a.stop) a.stop = why;
+  a.kill = true;
+  a.wake.cancel();
+  // A terminate() already waiting out its grace sees the group gone once the KILL lands.
+  if (a.child) a.child->signal_group(SIGKILL);
+  log_->info("job {}: kill requested ({})", job_id, reason_name(why));
 }
 
 void ProcessRunner::release(const std::string& job_id) {

@@ -85,6 +85,10 @@ class ProcessRunner final : public Runner {
   // ignored, as are stops after the process has exited.
   void stop(const std::string& job_id, StopReason why) override;
 
+  // Like stop(), but without the kill grace: SIGKILL to the job's group at once, also when a stop() is already
+  // waiting out its grace. run() returns as after stop(why) (the first stop's reason wins).
+  void kill(const std::string& job_id, StopReason why) override;
+
   // Removes the work directories of `job_id`'s finished attempts unless keep_work_dirs: each is renamed
   // away at once (its path is free again when this returns) and deleted on a background thread, so a
   // large tree never blocks the io_context. The directory of an attempt still inside run() is left alone.

@@ -42,6 +42,11 @@ std::string_view to_string(JobState s);
 // True for succeeded, failed, cancelled and lost.
 bool is_final(JobState s);
 
+// Why the agent gives an attempt up as `lost` (the protocol's event reason; set by the agent, not by runners):
+// the worker is going away, the agent could not renew the attempt's lease in time, or the attempt was
+// assigned beyond the worker's capacity and never started.
+enum class LostReason { worker_stopping, lease_expired, over_capacity };
+
 // A state change of one attempt.
 struct JobUpdate {
   JobState state = JobState::running;
@@ -50,6 +55,7 @@ struct JobUpdate {
   std::string message;                      // why, for a person (Slurm reason, error text)
   std::optional<std::string> slurm_job_id;  // slurm runner
   std::optional<boost::json::value> result; // training profiles: the checked result.json
+  std::optional<LostReason> reason;         // state lost only, set by the agent
 };
 
 // A job's output stream (the agent maps it to the protocol's LogStream).
@@ -69,7 +75,9 @@ class JobReporter {
 };
 
 // Why an attempt is being stopped.
-enum class StopReason { user_cancel, lease_lost, timeout, shutdown };
+// lease_expired: the agent could not renew the attempt's lease for its TTL minus a margin (the control plane
+// re-queues the job soon): stop it like lease_lost (slurm: scancel).
+enum class StopReason { user_cancel, lease_lost, timeout, shutdown, lease_expired };
 
 // How an attempt's life relates to the agent's. The agent decides by this, never by a runner's name, which
 // attempts it waits for and stops when it stops, and which it leaves running.
@@ -132,6 +140,10 @@ class Runner {
   // Asks the attempt `job_id` to stop (process: TERM to its group, grace, KILL; slurm: scancel). Returns at
   // once; run() then finishes with `cancelled`. Unknown ids are ignored.
   virtual void stop(const std::string& job_id, StopReason why) = 0;
+  // Ends the attempt `job_id` at once, for an attempt that stop() is ending and whose kill grace the agent
+  // cannot wait for (its exit budget, an expired lease): a stops_with_agent runner SIGKILLs its processes now;
+  // run() then returns as after stop(`why`). The default calls stop(job_id, why). Unknown ids are ignored.
+  virtual void kill(const std::string& job_id, StopReason why) { stop(job_id, why); }
   // Called by the agent once the attempt's final event has been delivered: removes what the attempt left
   // on disk (work or job directory) unless the runner is configured to keep it. Unknown ids are ignored.
   virtual void release(const std::string& job_id) = 0;

@@ -410,7 +410,7 @@ void SlurmRunner::stop(const std::string& job_id, StopReason why) {
     a.wake.cancel();
     return;
   }
-  tracker_.request_cancel(a.entry.slurm_job_id, why == StopReason::lease_lost ? CancelCause::lease_lost : CancelCause::user);
+  tracker_.request_cancel(a.entry.slurm_job_id, why == StopReason::lease_lost || why == StopReason::lease_expired ? CancelCause::lease_lost : CancelCause::user);
   log_->info("job {}: cancelling Slurm job {}", job_id, a.entry.slurm_job_id);
   request_cycle();
 }

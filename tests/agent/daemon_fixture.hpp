@@ -7,6 +7,7 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <set>
 #include <sstream>
 
@@ -206,7 +207,7 @@ class DaemonTest : public ::testing::Test {
     settings.lifecycle.drain_grace = 60s;
     settings.status_file = dir / "status.json";
   }
-  void TearDown() override { std::filesystem::remove_all(dir); }
+  void TearDown() override { if (HasFailure()) std::cerr << log_text.str(); std::filesystem::remove_all(dir); }
 
   std::map<std::string, runners::Runner*> runner_map{{"process", &runner}};  // what the daemon gets
 
