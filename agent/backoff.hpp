@@ -8,12 +8,13 @@ namespace nymph::agent {
 
 // Exponential backoff with full jitter (AWS architecture blog, "Exponential Backoff And Jitter"): the n-th
 // consecutive failure waits a uniformly random time in [0, min(max, initial * 2^n)]. Sans-io: it only computes
-// delays; the caller owns the timer. Deterministic for a given seed.
+// delays; the caller owns the timer. Deterministic for a given seed. The default cap is 5 s (A4, issue 15): after
+// an outage an agent is back within 0-5 s of the control plane's return, and many agents spread over that window.
 class Backoff {
  public:
   struct Config {
     std::chrono::milliseconds initial{500};
-    std::chrono::milliseconds max{60'000};
+    std::chrono::milliseconds max{5'000};
   };
 
   explicit Backoff(Config config, std::uint64_t seed = std::random_device{}());

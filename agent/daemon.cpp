@@ -204,6 +204,7 @@ struct Daemon::Impl {
           fatal("registration refused: the control plane's reply is unusable: " + ok.error().message);
           co_return false;
         }
+        if (backoff.failures() > 0) state_changed.notify();
         backoff.reset();
         worker_id = r->worker_id;
         poll_hold = std::min(settings.poll_timeout,
@@ -295,6 +296,8 @@ struct Daemon::Impl {
         co_await state_changed.wait(Clock::now() + delay);
         continue;
       }
+      // A4: the control plane answers again: every delivery waiting out a backoff retries now.
+      if (backoff.failures() > 0) state_changed.notify();
       backoff.reset();
       handle_poll_reply(std::move(**r));
     }

@@ -32,7 +32,7 @@ struct DaemonSettings {
   std::optional<protocol::SlurmAllocation> allocation;
   std::chrono::milliseconds poll_timeout{30'000};
   std::chrono::milliseconds backoff_initial{500};
-  std::chrono::milliseconds backoff_max{60'000};
+  std::chrono::milliseconds backoff_max{5'000};   // registration, polls and uploads: full jitter in [0, cap]
   std::chrono::milliseconds exit_delivery_timeout{30'000};  // how long to keep delivering at exit
   std::size_t max_buffered_output = 2 << 20;     // log bytes per attempt before the job's output is slowed down
   // A `running` (or `pending`) event waits this long before it is sent; a job that ends sooner reports only its

@@ -71,6 +71,8 @@ asio::awaitable<std::optional<std::string>> deliver(Attempt& a, DeliveryContext 
     auto r = co_await upload(ctx.cp, a, *u);
     if (a.stopped()) break;
     if (r) {
+      // Others may be waiting out a backoff against the same control plane: it answers again.
+      if (retry.failures() > 0) ctx.state_changed.notify();
       retry.reset();
       a.outbox.acknowledged(*u);
       a.drained.notify();

@@ -1,9 +1,12 @@
 // The lifecycle and backoff state machines, stepped with a synthetic clock: no sockets, no signals, no sleeps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <vector>
 
 #include "agent/backoff.hpp"
+#include "agent/daemon.hpp"
 #include "agent/lifecycle.hpp"
 
 using namespace nymph::agent;
@@ -172,4 +175,24 @@ TEST(Backoff, DelaysAreJitteredNotFixed) {
 TEST(Backoff, ManyFailuresDoNotOverflow) {
   Backoff b({.initial = 500ms, .max = 60s}, 1);
   for (int i = 0; i < 1000; ++i) EXPECT_LE(b.next_delay(), 60s);
+}
+
+TEST(Backoff, DefaultsCapAtFiveSecondsWithFullJitterSoAnOutageEndsWithinSecondsSpreadAcrossAgents) {
+  // A4: whatever the length of the outage, the wait after it is at most 5 s, drawn over all of [0, 5 s].
+  Backoff::Config defaults;
+  EXPECT_EQ(defaults.initial, 500ms);
+  EXPECT_EQ(defaults.max, 5s);
+  EXPECT_EQ(DaemonSettings{}.backoff_max, 5s);
+  std::vector<long long> after_outage;
+  for (std::uint64_t agent = 0; agent < 1000; ++agent) {
+    Backoff b(defaults, agent);
+    for (int failure = 0; failure < 40; ++failure) b.next_delay();  // a long outage
+    EXPECT_EQ(b.current_cap(), 5s);
+    after_outage.push_back(b.next_delay().count());
+  }
+  std::sort(after_outage.begin(), after_outage.end());
+  EXPECT_LE(after_outage.back(), 5000);
+  EXPECT_LT(after_outage[100], 1000);   // 10th percentile: early
+  EXPECT_GT(after_outage[900], 4000);   // 90th percentile: late, i.e. spread, not a herd
+  EXPECT_NEAR(after_outage[500], 2500, 500);
 }
