@@ -8,6 +8,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 
 #include "agent/daemon.hpp"
 #include "common/notifier.hpp"
@@ -52,6 +53,8 @@ struct Attempt {
   bool fenced = false;     // the control plane no longer accepts this lease
   bool detached = false;   // left running at a manager stop (survives_agent): nothing more is reported
   bool abandoned = false;  // the daemon is exiting and gave up delivering
+  bool stopped_for_exit = false;  // stopped (or killed) by the agent because the worker is going away
+  boost::asio::cancellation_signal cancel_upload;  // emitted when the agent gives up delivering (exit deadline)
   bool given_up = false;   // refused (over capacity) or stopped on lease expiry: reported lost, not running
 
   // Whether nothing more is reported for this attempt.

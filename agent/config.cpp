@@ -104,6 +104,15 @@ class TableReader {
     if (auto* n = find(key)) out = to_duration(*n, key);
   }
 
+  // The same, within [min, max].
+  void duration(const std::string& key, milliseconds& out, milliseconds min, milliseconds max) {
+    if (auto* n = find(key)) {
+      out = to_duration(*n, key);
+      if (out < min || out > max)
+        fail_at(*n, key, "must be between " + std::to_string(min.count()) + "ms and " + std::to_string(max.count()) + "ms");
+    }
+  }
+
   void optional_duration(const std::string& key, std::optional<milliseconds>& out) {
     if (auto* n = find(key)) {
       // `false` or "off" turns it off explicitly.
@@ -203,6 +212,7 @@ void read_worker(TableReader& r, WorkerConfig& w) {
   r.integer("max_process_jobs", w.max_process_jobs, 0, 4096);
   r.optional_duration("idle_exit", w.idle_exit);
   r.duration("drain_grace", w.drain_grace);
+  r.duration("stop_timeout", w.stop_timeout, milliseconds(1'000), milliseconds(35'000));
   r.reject_unknown_keys();
 }
 

@@ -31,6 +31,7 @@ struct WorkerConfig {
   int max_process_jobs = 4;
   std::optional<milliseconds> idle_exit; // exit with exitReason idle after this long without jobs
   milliseconds drain_grace{60'000};      // how long running process jobs may finish after SIGTERM
+  milliseconds stop_timeout{30'000};     // a stop (SIGTERM, kill, walltime) exits within this (1-35 s)
 };
 
 // [runners.process]

@@ -10,6 +10,7 @@
 
 #include "agent/attempt.hpp"
 #include "agent/backoff.hpp"
+#include "agent/deadline.hpp"
 #include "agent/delivery.hpp"
 #include "agent/job_mapping.hpp"
 #include "agent/status_file.hpp"
@@ -80,6 +81,10 @@ struct Daemon::Impl {
   std::chrono::milliseconds poll_hold{30'000};
   int background = 0;
   bool exiting = false;
+  bool polling_stopped = false;  // /exit is being reported: no more polls (the server would not know us)
+  bool exit_reported = false;    // the control plane acknowledged /exit
+  bool exit_report_active = false;
+  std::optional<Clock::time_point> delivery_deadline;  // A2: no delivery waits past this (set when stopping)
   std::string status_synced;  // state/exitReason last written to status.json with fsync
   std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();
 
@@ -134,7 +139,15 @@ struct Daemon::Impl {
   }
 
   void apply(LifecycleActions actions) {
+    if (auto deadline = lifecycle.exit_deadline()) delivery_deadline = *deadline;
+    if (actions.report_exit && !polling_stopped) {
+      // A1: the server learns first that this worker is going away (one bounded try; shut_down() tries again).
+      polling_stopped = true;
+      log->info("the worker is going away: exiting within {} ms", settings.lifecycle.stop_budget.count());
+      spawn(report_exit(Clock::now() + first_exit_report_bound(), false), "exit report");
+    }
     if (actions.stop_agent_bound_jobs) stop_attempts_that_stop_with_the_agent();
+    if (actions.kill_agent_bound_jobs) kill_attempts_that_stop_with_the_agent();
     if (actions.exit_now && !exiting) {
       exiting = true;
       log->info("exiting: {} ({})", to_string(*lifecycle.exit_reason()), lifecycle.message());
@@ -147,8 +160,28 @@ struct Daemon::Impl {
 
   // Stops (StopReason::shutdown) every running attempt whose runner's jobs end with the agent.
   void stop_attempts_that_stop_with_the_agent() {
-    for (auto& [id, a] : attempts)
-      if (a->run_active && a->stops_with_agent()) a->runner->stop(id, runners::StopReason::shutdown);
+    for (auto& [id, a] : attempts) {
+      if (a->run_active && a->stops_with_agent()) {
+        a->stopped_for_exit = true;
+        a->runner->stop(id, runners::StopReason::shutdown);
+      }
+    }
+  }
+
+  // The stop budget leaves no more kill grace: SIGKILL to every process job still running.
+  void kill_attempts_that_stop_with_the_agent() {
+    for (auto& [id, a] : attempts) {
+      if (a->run_active && a->stops_with_agent()) {
+        log->warn("job {}: still running at the exit budget's hard kill; killing it", id);
+        a->stopped_for_exit = true;
+        a->runner->kill(id, runners::StopReason::shutdown);
+      }
+    }
+  }
+
+  // How long the first /exit report may take: a share of the budget, the rest is for the jobs.
+  std::chrono::milliseconds first_exit_report_bound() const {
+    return std::min<std::chrono::milliseconds>(std::chrono::seconds(5), settings.lifecycle.stop_budget / 4);
   }
 
   void fatal(const std::string& message) {
@@ -275,9 +308,9 @@ struct Daemon::Impl {
   }
 
   asio::awaitable<void> poll_loop() {
-    while (!exiting) {
+    while (!exiting && !polling_stopped) {
       auto r = co_await cancellable_poll();
-      if (exiting) break;
+      if (exiting || polling_stopped) break;
       if (!r) continue;  // re-issued after a change of phase
       if (!*r) {
         const auto& err = r->error();
@@ -406,11 +439,15 @@ struct Daemon::Impl {
       final_update = JobUpdate{.state = JobState::failed, .message = std::string("runner error: ") + e.what()};
     }
     a->run_active = false;
+    if (!a->stopped() && a->stops_with_agent() && final_update.signal && !a->stopped_for_exit &&
+        !lifecycle.worker_going_away() && settings.allocation)
+      co_await await_own_stop_signal();
     if (!a->stopped()) {
       if (!runners::is_final(final_update.state)) {
         final_update.state = JobState::failed;
         final_update.message = "runner returned without a final state";
       }
+      classify_worker_stopping(*a, final_update);
       log->info("job {}: {}{}", a->job_id, to_string(final_update.state),
                 final_update.message.empty() ? "" : " (" + final_update.message + ")");
       a->outbox.push_event(std::move(final_update), std::chrono::system_clock::now(), Clock::now());
@@ -418,6 +455,27 @@ struct Daemon::Impl {
     a->wake.notify();
     state_changed.notify();
     finish_if_done(a);
+  }
+
+  // A1: a process job that the agent stopped because the worker is going away, or that died of a signal
+  // while it is (scancel signals the whole allocation), is a lost attempt (reason workerStopping): the control
+  // plane re-queues it while its attempts allow. A job that exited on its own (any exit code) keeps its outcome.
+  void classify_worker_stopping(const Attempt& a, JobUpdate& u) const {
+    if (u.state == JobState::succeeded || u.state == JobState::lost || !a.stops_with_agent()) return;
+    const bool stopped_by_us = a.stopped_for_exit && u.state == JobState::cancelled;
+    const bool signalled_meanwhile = lifecycle.worker_going_away() && u.signal.has_value();
+    if (!stopped_by_us && !signalled_meanwhile) return;
+    u.state = JobState::lost;
+    u.reason = runners::LostReason::worker_stopping;
+    u.message = "the worker is going away (" + lifecycle.message() + "); the process " +
+                (u.signal ? "was killed by signal " + std::to_string(*u.signal) : std::string("was stopped"));
+  }
+
+  // Inside an allocation, a scancel's SIGTERM reaches the jobs and the agent at the same moment: a job that
+  // died of a signal waits (at most 2 s) for the agent to see its own stop signal before its outcome is fixed.
+  asio::awaitable<void> await_own_stop_signal() {
+    const auto until = Clock::now() + std::chrono::seconds(2);
+    while (!lifecycle.worker_going_away() && !exiting && Clock::now() < until) co_await state_changed.wait(until);
   }
 
   // Removes an attempt once neither its run nor its delivery is active. `a` is invalid afterwards.
@@ -432,7 +490,7 @@ struct Daemon::Impl {
 
   // Delivers one attempt's events and logs (see deliver()), then lets the attempt go when its run is over.
   asio::awaitable<void> ship(Attempt* a) {
-    DeliveryContext context{cp, {settings.backoff_initial, settings.backoff_max}, state_changed, *log};
+    DeliveryContext context{cp, {settings.backoff_initial, settings.backoff_max}, state_changed, delivery_deadline, *log};
     auto refused = co_await deliver(*a, context);
     if (refused) {
       fatal("control plane refused the token: " + *refused);
@@ -456,7 +514,8 @@ struct Daemon::Impl {
   void apply_tick() {
     auto actions = lifecycle.on_tick(active_runs_where([](const Attempt& a) { return a.stops_with_agent(); }),
                                      active_runs(), Clock::now());
-    if (actions.stop_agent_bound_jobs || actions.exit_now) apply(actions);
+    if (actions.stop_agent_bound_jobs || actions.kill_agent_bound_jobs || actions.report_exit || actions.exit_now)
+      apply(actions);
   }
 
   // Leaves running every running attempt whose runner's jobs survive the agent: a manager stop never cancels
@@ -476,31 +535,61 @@ struct Daemon::Impl {
     poll_cancel.emit(asio::cancellation_type::terminal);
     std::erase_if(attempts, [](const auto& entry) { return entry.second->adopted_pending; });  // never started
     detach_attempts_that_survive_the_agent();
-    auto deadline = Clock::now() + settings.exit_delivery_timeout;
+    // A1: within the stop budget whatever the control plane answers; an exit without one (idle, drain
+    // directive, fatal error) delivers for exit_delivery_timeout.
+    auto deadline = lifecycle.exit_deadline().value_or(Clock::now() + settings.exit_delivery_timeout);
+    delivery_deadline = deadline;
+    state_changed.notify();  // deliveries waiting out a backoff re-check the deadline
     while (!attempts.empty() && Clock::now() < deadline) co_await state_changed.wait(deadline);
     for (auto& [id, a] : attempts) {
+      if (!a->stopped() && !a->outbox.finished())
+        log->warn("job {}: attempt {} (lease {}): {} not delivered before the exit deadline; the control plane "
+                  "re-queues it when the lease expires",
+                  id, a->number, a->lease_id, a->outbox.has_final() ? "its final event was" : "its outcome is");
       a->abandoned = true;
-      if (a->run_active && a->stops_with_agent()) a->runner->stop(id, runners::StopReason::shutdown);
+      a->cancel_upload.emit(asio::cancellation_type::terminal);
+      if (a->run_active && a->stops_with_agent()) {
+        a->stopped_for_exit = true;
+        a->runner->kill(id, runners::StopReason::shutdown);
+      }
       a->wake_all();
     }
-    if (!worker_id.empty() && lifecycle.exit_reason() && *lifecycle.exit_reason() != ExitReason::error)
-      co_await report_exit(deadline);
-    else if (!worker_id.empty() && lifecycle.exit_reason())
-      co_await report_exit(Clock::now() + std::chrono::seconds(5));
+    while (exit_report_active) co_await state_changed.wait();  // the early report, bounded by its own deadline
+    if (!worker_id.empty() && lifecycle.exit_reason() && !exit_reported) {
+      // The last try: what is left of the budget, at least a moment for one request.
+      auto until = std::max(deadline, Clock::now() + std::chrono::milliseconds(500));
+      if (*lifecycle.exit_reason() == ExitReason::error) until = Clock::now() + std::chrono::seconds(5);
+      co_await report_exit(until, true);
+    }
     write_status();
   }
 
   NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
-  asio::awaitable<void> report_exit(Clock::time_point deadline) {
+  // Reports /exit until acknowledged or `deadline` (each request is cut off there too). `last`: the final try
+  // at shut-down (a failure is logged); otherwise the early report, which shut_down() repeats if it failed.
+  asio::awaitable<void> report_exit(Clock::time_point deadline, bool last) {
     protocol::ExitRequest x;
     x.exit_reason = to_wire_exit_reason(*lifecycle.exit_reason());
     x.message = lifecycle.message();
     Backoff retry({settings.backoff_initial, std::chrono::milliseconds(5000)});
-    while (true) {
-      auto r = co_await cp.report_exit(worker_id, x);
-      if (r) co_return;
-      if (r.error().kind != CallFailure::transient || Clock::now() >= deadline) {
-        log->warn("could not report the exit: {}", r.error().message);
+    exit_report_active = true;
+    struct Done {
+      Impl& d;
+      ~Done() {
+        d.exit_report_active = false;
+        d.state_changed.notify();
+      }
+    } done{*this};
+    while (!exit_reported) {
+      auto r = co_await until_deadline(ex, cp.report_exit(worker_id, x), deadline);
+      if (r && *r) {
+        exit_reported = true;
+        co_return;
+      }
+      std::string why = r ? r->error().message : std::string("no answer in time");
+      if (!r || r->error().kind != CallFailure::transient || Clock::now() >= deadline) {
+        if (last) log->warn("could not report the exit: {}", why);
+        else log->warn("could not report the exit yet ({}); trying again before exiting", why);
         co_return;
       }
       co_await state_changed.wait(std::min(deadline, Clock::now() + retry.next_delay()));

@@ -1,5 +1,11 @@
 #include "agent/delivery.hpp"
 
+#include <algorithm>
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include "agent/deadline.hpp"
 #include "agent/job_mapping.hpp"
 #include "common/coroutine_warning.hpp"
 
@@ -68,8 +74,9 @@ asio::awaitable<std::optional<std::string>> deliver(Attempt& a, DeliveryContext 
       co_await a.wake.wait(a.outbox.held_until(Clock::now()));
       continue;
     }
-    auto r = co_await upload(ctx.cp, a, *u);
-    if (a.stopped()) break;
+    auto sent = co_await cancellable(co_await asio::this_coro::executor, upload(ctx.cp, a, *u), a.cancel_upload);
+    if (a.stopped() || !sent) break;
+    auto& r = *sent;
     if (r) {
       // Others may be waiting out a backoff against the same control plane: it answers again.
       if (retry.failures() > 0) ctx.state_changed.notify();
@@ -82,7 +89,10 @@ asio::awaitable<std::optional<std::string>> deliver(Attempt& a, DeliveryContext 
     if (r.error().kind == CallFailure::transient) {
       auto delay = retry.next_delay();
       ctx.log.warn("job {}: {}; retrying in {} ms", a.job_id, r.error().message, delay.count());
-      co_await ctx.state_changed.wait(Clock::now() + delay);
+      auto until = Clock::now() + delay;
+      if (ctx.exit_deadline) until = std::min(until, *ctx.exit_deadline);
+      using asio::experimental::awaitable_operators::operator||;
+      co_await (a.wake.wait(until) || ctx.state_changed.wait(until));
       continue;
     }
     on_upload_failure(a, *u, r.error(), ctx.log);

@@ -19,12 +19,16 @@ struct DeliveryContext {
   ControlPlane& cp;
   Backoff::Config retry;    // backoff between transient failures
   Notifier& state_changed;  // a retry waits here: any change of the daemon's state retries at once
+  // A2: once the worker is stopping, no retry waits past this (the daemon's exit deadline); the daemon then
+  // abandons the attempt and cancels its upload in flight (Attempt::cancel_upload).
+  const std::optional<Clock::time_point>& exit_deadline;
   spdlog::logger& log;
 };
 
 // Delivers `a`'s events and logs in order until its final event is acknowledged, the attempt is stopped
 // (fenced, detached, abandoned), or its run ended without a final event; transient failures are retried
-// with backoff for as long as it takes. A lost lease (or a log offset this agent no longer has) fences
+// with backoff for as long as it takes (each wait ends early on the attempt's wake-up, a change of the daemon's
+// state or its exit deadline; an upload in flight ends when the attempt's cancel_upload is emitted). A lost lease (or a log offset this agent no longer has) fences
 // the attempt, and a lost lease also stops its run (StopReason::lease_lost); an upload the control plane
 // rejects is dropped, and a log stream it takes no more of (its log cap, or the attempt is final) is closed
 // with one warning: the rest of that stream is dropped, the events still go. Returns the control plane's message when it refused the agent's token (the caller

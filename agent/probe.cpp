@@ -1,6 +1,9 @@
 #include "agent/probe.hpp"
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <vector>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -73,10 +76,46 @@ boost::asio::awaitable<ProbeResult> probe(ProbeInputs in, slurm::CommandRunner& 
   }
   r.backend = "slurm";
   r.allocation = allocation_at(*found, std::chrono::system_clock::now(), std::chrono::steady_clock::now());
+  auto scontrol = platform::find_on_path((std::filesystem::path(*squeue).parent_path() / "scontrol").string(), in.path_env);
+  if (!scontrol) scontrol = platform::find_on_path("scontrol", in.path_env);
+  if (scontrol) {
+    std::vector<std::string> argv{*scontrol, "show", "config"};
+    auto shown = co_await commands.run(std::move(argv), slurm::scrubbed_environment(), in.command_timeout);
+    if (shown && shown->exit_code == 0) r.allocation->kill_wait = parse_kill_wait(shown->out);
+  }
+  if (!r.allocation->kill_wait) log->warn("cannot read KillWait from `scontrol show config`; assuming 30 s");
   const auto& end = r.allocation->end_time;
   log->info("running inside Slurm job {} (partition {}, ends {})", job_id, r.allocation->partition,
             end ? protocol::format_time(*end) : std::string("never"));
   co_return r;
+}
+
+std::optional<std::chrono::seconds> parse_kill_wait(std::string_view text) {
+  std::size_t at = 0;
+  while (at < text.size()) {
+    auto end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    if (line.substr(0, 8) != "KillWait") continue;
+    auto eq = line.find('=');
+    if (eq == std::string_view::npos || line.find_first_not_of(' ', 8) != eq) continue;
+    auto digits = line.find_first_not_of(' ', eq + 1);
+    if (digits == std::string_view::npos) return std::nullopt;
+    long long value = 0;
+    std::size_t i = digits;
+    for (; i < line.size() && line[i] >= '0' && line[i] <= '9' && value < 1'000'000; ++i) value = value * 10 + (line[i] - '0');
+    if (i == digits) return std::nullopt;
+    return std::chrono::seconds(value);
+  }
+  return std::nullopt;
+}
+
+std::chrono::milliseconds exit_budget(std::chrono::milliseconds stop_timeout, const std::optional<SlurmAllocation>& a) {
+  using namespace std::chrono_literals;
+  if (!a) return stop_timeout;
+  std::chrono::milliseconds slurm = a->kill_wait.value_or(30s) - 3s;
+  return std::max<std::chrono::milliseconds>(1s, std::min(stop_timeout, slurm));
 }
 
 boost::json::value to_json(const ProbeResult& r) {

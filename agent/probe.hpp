@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -23,7 +24,17 @@ struct SlurmAllocation {
   std::string partition;
   std::optional<std::chrono::system_clock::time_point> end_time;      // absent for unlimited jobs
   std::optional<std::chrono::steady_clock::time_point> walltime_end;  // the same moment on the steady clock
+  // Slurm's KillWait (SIGTERM to SIGKILL when the allocation is cancelled or ends), from `scontrol show config`;
+  // absent when it could not be read (the agent then assumes Slurm's default, 30 s).
+  std::optional<std::chrono::seconds> kill_wait;
 };
+
+// KillWait from the output of `scontrol show config` ("KillWait                = 30 sec"), or nullopt.
+std::optional<std::chrono::seconds> parse_kill_wait(std::string_view scontrol_show_config);
+
+// The agent's exit budget (A1, issue 15): `stop_timeout`, inside an allocation at most its KillWait - 3 s
+// (KillWait 30 s when unknown), never below 1 s.
+std::chrono::milliseconds exit_budget(std::chrono::milliseconds stop_timeout, const std::optional<SlurmAllocation>& a);
 
 // What `nymph probe` prints and what registration advertises.
 struct ProbeResult {
@@ -57,7 +68,8 @@ SlurmAllocation allocation_at(const slurm::Allocation& a, std::chrono::system_cl
                               std::chrono::steady_clock::time_point steady_now);
 
 // The whole probe: probe_host, then, inside an allocation (in.slurm_job_id set), asks Slurm for it once
-// (slurm::query_allocation through `commands`, bounded by in.command_timeout). The backend is "slurm" and
+// (slurm::query_allocation through `commands`, bounded by in.command_timeout) and reads KillWait
+// (`scontrol show config`, same bound; scontrol found like squeue, beside it or on PATH). The backend is "slurm" and
 // `allocation` set only when squeue shows that job; otherwise the agent runs as a local worker and `log` says
 // why. Never throws for Slurm failures.
 boost::asio::awaitable<ProbeResult> probe(ProbeInputs in, slurm::CommandRunner& commands,

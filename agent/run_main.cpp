@@ -100,6 +100,8 @@ DaemonSettings make_settings(const AgentConfig& c, const ProbeResult& probe, con
     if (a.end_time) s.allocation->end_time = protocol::format_time(*a.end_time);
     s.lifecycle.walltime_end = a.walltime_end;
   }
+  s.lifecycle.stop_budget = exit_budget(c.worker.stop_timeout, probe.allocation);
+  s.lifecycle.kill_grace = c.process.kill_grace;
   s.tags = probe.tags;
   for (const auto& [k, v] : c.worker.tags) s.tags[k] = v;
   if (c.process.enabled) s.capacity["process"] = c.worker.max_process_jobs;

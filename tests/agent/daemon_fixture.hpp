@@ -40,6 +40,8 @@ class FakeControlPlane final : public ControlPlane {
   std::size_t log_cap = SIZE_MAX;           // bytes per stream; an upload past it is refused (413 logCapReached)
   int log_refusals = 0;
   std::set<std::string> fenced_leases;
+  std::set<std::string> unavailable_leases;  // uploads of these leases always get 503
+  std::vector<std::string> calls;            // "exit", "event <job> <state>" in the order they were accepted
   bool unauthorized = false;
   std::string worker_id = "w1";             // what registration answers
   std::vector<protocol::CancelOrder> cancel_at_registration;
@@ -73,6 +75,7 @@ class FakeControlPlane final : public ControlPlane {
   asio::awaitable<CallResult<protocol::EventResponse>> send_event(std::string job, protocol::EventRequest e) override {
     changed.notify();
     if (auto f = upload_failure(e.lease_id)) co_return *f;
+    calls.push_back("event " + job + " " + std::string(protocol::to_string(e.state)));
     events.emplace_back(job, e);
     co_return protocol::EventResponse{};
   }
@@ -94,6 +97,7 @@ class FakeControlPlane final : public ControlPlane {
 
   asio::awaitable<CallResult<void>> report_exit(std::string, protocol::ExitRequest r) override {
     exits.push_back(r);
+    calls.push_back("exit");
     changed.notify();
     co_return CallResult<void>{};
   }
@@ -109,6 +113,7 @@ class FakeControlPlane final : public ControlPlane {
   std::optional<CallError> upload_failure(const std::string& lease) {
     if (unauthorized) return CallError{CallFailure::unauthorized, "HTTP 401"};
     if (fenced_leases.contains(lease)) return CallError{CallFailure::fenced, "HTTP 409 leaseLost"};
+    if (unavailable_leases.contains(lease)) return CallError{CallFailure::transient, "event: HTTP 503: unavailable"};
     if (fail_next_uploads > 0) {
       --fail_next_uploads;
       return CallError{CallFailure::transient, "connection refused"};
@@ -127,6 +132,8 @@ class FakeRunner final : public runners::Runner, public runners::ResumableRunner
       : changed(ex), name_(std::move(name)), lifetime_(lifetime) {}
 
   std::map<std::string, runners::StopReason> stops;
+  std::map<std::string, runners::StopReason> kills;
+  std::set<std::string> ignore_stop;  // jobs that ignore stop() (SIGTERM); kill() still ends them
   std::set<std::string> released;
   std::set<std::string> finish;  // job ids allowed to finish (exit 0)
   std::string output = "hello\n";
@@ -146,7 +153,9 @@ class FakeRunner final : public runners::Runner, public runners::ResumableRunner
     co_await reporter.output(runners::Stream::out, 0, output);
     changed.notify();
     for (;;) {
-      if (auto s = stops.find(spec.job_id); s != stops.end())
+      if (kills.contains(spec.job_id))
+        co_return runners::JobUpdate{.state = runners::JobState::cancelled, .signal = 9, .message = "killed"};
+      if (auto s = stops.find(spec.job_id); s != stops.end() && !ignore_stop.contains(spec.job_id))
         co_return runners::JobUpdate{.state = runners::JobState::cancelled, .signal = 15, .message = "stopped"};
       if (finish.contains(spec.job_id)) co_return runners::JobUpdate{.state = runners::JobState::succeeded, .exit_code = 0};
       co_await changed.wait();
@@ -154,6 +163,11 @@ class FakeRunner final : public runners::Runner, public runners::ResumableRunner
   }
   void stop(const std::string& job_id, runners::StopReason why) override {
     stops[job_id] = why;
+    changed.notify();
+  }
+  void kill(const std::string& job_id, runners::StopReason why) override {
+    stops.emplace(job_id, why);
+    kills[job_id] = why;
     changed.notify();
   }
   void release(const std::string& job_id) override {

@@ -1,6 +1,7 @@
 // The daemon's policy, driven through an in-memory control plane and runner: registration, dispatch, ordered
 // delivery, retries without loss, fencing, cancel, re-registration, directives and stops. No sockets, no
 // child processes; each test runs under the run_coro hang guard.
+#include <algorithm>
 #include <filesystem>
 
 #include "agent/status_file.hpp"
@@ -219,7 +220,50 @@ TEST_F(DaemonTest, SigtermWaitsForRunningJobsWithinDrainGraceThenKills) {
   });
   EXPECT_EQ(reason, ExitReason::sigterm);
   EXPECT_EQ(runner.stops["j1"], runners::StopReason::shutdown);
-  EXPECT_EQ(cp.event_states("j1").back(), "cancelled");
+  // A1: stopped because the worker is going away: lost (re-queued while attempts remain), not cancelled.
+  EXPECT_EQ(cp.event_states("j1").back(), "lost");
+  EXPECT_EQ(cp.events.back().second.reason, protocol::EventReason::worker_stopping);
+}
+
+TEST_F(DaemonTest, SigtermExitsWithinTheStopBudgetWhenAJobIgnoresSigtermAndEventsGet503) {
+  // A1/A2 (issue 15 points 3 and 4): budget 3 s; one job ends on SIGTERM, one ignores it; every upload of the
+  // second gets 503. /exit goes first, the polite job's final event (lost/workerStopping) is delivered, the
+  // stubborn one is killed at the hard kill and its undeliverable event is named in the log, and run() returns
+  // within the budget (plus slack for a loaded machine) although the delivery keeps failing.
+  settings.lifecycle.stop_budget = 3s;
+  settings.lifecycle.kill_grace = 10s;  // more than the budget leaves: SIGTERM at once, SIGKILL at the hard kill
+  settings.lifecycle.drain_grace = 60s;
+  settings.backoff_initial = 100ms;
+  settings.backoff_max = 60s;  // a retry would sleep far past the budget if it did not wake at the deadline
+  runner.output = "";
+  runner.ignore_stop.insert("stubborn");
+  cp.unavailable_leases.insert("L2");
+  Clock::time_point signalled;
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("polite", "L1"), job("stubborn", "L2")}});
+    co_await until([&] { return runner.started == 2 && cp.event_states("polite").size() == 1; });
+    signalled = Clock::now();
+    daemon->on_signal(Signal::term);
+  });
+  const auto took = Clock::now() - signalled;
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  EXPECT_LE(took, 3s + 1500ms);
+  EXPECT_GE(took, 2s) << "the stubborn job is killed at the hard kill (budget - reserve), not before";
+  EXPECT_EQ(runner.stops["polite"], runners::StopReason::shutdown);
+  EXPECT_TRUE(runner.kills.contains("stubborn"));
+  EXPECT_FALSE(runner.kills.contains("polite"));
+  ASSERT_EQ(cp.exits.size(), 1u);
+  EXPECT_EQ(cp.exits[0].exit_reason, protocol::ExitReason::sigterm);
+  auto exit_at = std::find(cp.calls.begin(), cp.calls.end(), "exit");
+  auto polite_final = std::find(cp.calls.begin(), cp.calls.end(), "event polite lost");
+  ASSERT_NE(polite_final, cp.calls.end());
+  EXPECT_LT(exit_at, polite_final) << "/exit is reported before the jobs' final events";
+  EXPECT_EQ(cp.events.back().second.reason, protocol::EventReason::worker_stopping);
+  EXPECT_TRUE(cp.event_states("stubborn").empty());
+  auto text = log_text.str();
+  EXPECT_NE(text.find("job stubborn: attempt 1 (lease L2): its final event was not delivered"), std::string::npos)
+      << text;
 }
 
 TEST_F(DaemonTest, IdleExit) {

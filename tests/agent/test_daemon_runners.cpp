@@ -25,7 +25,7 @@ TEST_F(DaemonTest, AJobThatStopsWithTheAgentIsStoppedAndReportedAtShutdownWhatev
   EXPECT_EQ(reason, ExitReason::sigterm);
   EXPECT_EQ(batch.stops["j1"], runners::StopReason::shutdown);
   ASSERT_FALSE(cp.event_states("j1").empty());
-  EXPECT_EQ(cp.event_states("j1").back(), "cancelled") << "waited for and reported, not detached";
+  EXPECT_EQ(cp.event_states("j1").back(), "lost") << "waited for and reported (workerStopping), not detached";
   EXPECT_TRUE(batch.released.contains("j1"));
 }
 

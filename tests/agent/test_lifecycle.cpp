@@ -54,7 +54,7 @@ TEST(Lifecycle, DrainGraceExpiryKillsProcessJobsOnce) {
   EXPECT_FALSE(l.on_tick(2, 2, t0 + 9s).stop_agent_bound_jobs);
   EXPECT_TRUE(l.on_tick(2, 2, t0 + 10s).stop_agent_bound_jobs);
   EXPECT_FALSE(l.on_tick(1, 1, t0 + 11s).stop_agent_bound_jobs);
-  EXPECT_FALSE(l.next_deadline().has_value());
+  EXPECT_EQ(l.next_deadline(), t0 + 25s);  // the hard kill of the default 30 s budget
   EXPECT_TRUE(l.on_tick(0, 0, t0 + 12s).exit_now);
 }
 
@@ -195,4 +195,67 @@ TEST(Backoff, DefaultsCapAtFiveSecondsWithFullJitterSoAnOutageEndsWithinSecondsS
   EXPECT_LT(after_outage[100], 1000);   // 10th percentile: early
   EXPECT_GT(after_outage[900], 4000);   // 90th percentile: late, i.e. spread, not a herd
   EXPECT_NEAR(after_outage[500], 2500, 500);
+}
+
+// A1: the stop budget, stepped. Budget 30 s, kill grace 10 s, drain_grace 60 s: /exit at once, SIGTERM at 15 s
+// (kill grace before the hard kill), SIGKILL at 25 s (5 s kept for delivery), exit at 30 s whatever remains.
+TEST(Lifecycle, StopBudgetCapsTheDrainGraceThenKillsThenExitsAtTheDeadline) {
+  auto l = serving({.drain_grace = 60s, .stop_budget = 30s, .kill_grace = 10s});
+  EXPECT_FALSE(l.worker_going_away());
+  auto a = l.on_signal(Signal::term, t0);
+  EXPECT_TRUE(a.report_exit);
+  EXPECT_FALSE(a.stop_agent_bound_jobs);
+  EXPECT_TRUE(l.worker_going_away());
+  EXPECT_EQ(l.exit_deadline(), t0 + 30s);
+  EXPECT_EQ(l.next_deadline(), t0 + 15s);
+  EXPECT_FALSE(l.on_tick(2, 2, t0 + 14s).stop_agent_bound_jobs);
+  a = l.on_tick(2, 2, t0 + 15s);
+  EXPECT_TRUE(a.stop_agent_bound_jobs);
+  EXPECT_FALSE(a.kill_agent_bound_jobs);
+  EXPECT_EQ(l.next_deadline(), t0 + 25s);
+  a = l.on_tick(1, 1, t0 + 25s);
+  EXPECT_TRUE(a.kill_agent_bound_jobs);
+  EXPECT_FALSE(a.exit_now);
+  EXPECT_FALSE(l.on_tick(1, 1, t0 + 26s).kill_agent_bound_jobs);  // once
+  EXPECT_EQ(l.next_deadline(), t0 + 30s);
+  EXPECT_TRUE(l.on_tick(1, 1, t0 + 30s).exit_now);  // a job that would not die does not hold the exit
+  EXPECT_EQ(l.phase(), Phase::exited);
+}
+
+TEST(Lifecycle, ABudgetShorterThanTheKillGraceStopsAtOnce) {
+  auto l = serving({.drain_grace = 60s, .stop_budget = 3s, .kill_grace = 10s});
+  auto a = l.on_signal(Signal::term, t0);
+  EXPECT_TRUE(a.report_exit);
+  EXPECT_TRUE(a.stop_agent_bound_jobs);
+  EXPECT_EQ(delivery_reserve(3s), 1s);
+  EXPECT_EQ(l.next_deadline(), t0 + 2s);
+  EXPECT_TRUE(l.on_tick(1, 1, t0 + 2s).kill_agent_bound_jobs);
+  EXPECT_TRUE(l.on_tick(0, 0, t0 + 2100ms).exit_now);
+}
+
+TEST(Lifecycle, AShortDrainGraceStillComesFirst) {
+  auto l = serving({.drain_grace = 5s, .stop_budget = 30s, .kill_grace = 10s});
+  l.on_signal(Signal::term, t0);
+  EXPECT_EQ(l.next_deadline(), t0 + 5s);
+  EXPECT_TRUE(l.on_tick(1, 1, t0 + 5s).stop_agent_bound_jobs);
+}
+
+TEST(Lifecycle, KillDirectiveAndWalltimeHaveTheBudgetADrainDirectiveDoesNot) {
+  auto k = serving({.stop_budget = 20s});
+  EXPECT_TRUE(k.on_directive(Directive::kill, t0).report_exit);
+  EXPECT_EQ(k.exit_deadline(), t0 + 20s);
+
+  auto w = serving({.walltime_end = t0 + 1h, .walltime_lead = 2min, .stop_budget = 20s});
+  EXPECT_TRUE(w.on_tick(0, 0, t0 + 58min).report_exit);
+  EXPECT_EQ(w.exit_deadline(), t0 + 58min + 20s);
+
+  auto d = serving({.stop_budget = 20s});
+  EXPECT_FALSE(d.on_directive(Directive::drain, t0).report_exit);
+  EXPECT_FALSE(d.worker_going_away());
+  EXPECT_FALSE(d.exit_deadline().has_value());
+  // A signal during the drain starts the budget.
+  auto a = d.on_signal(Signal::term, t0 + 1h);
+  EXPECT_TRUE(a.report_exit);
+  EXPECT_TRUE(a.stop_agent_bound_jobs);
+  EXPECT_EQ(d.exit_deadline(), t0 + 1h + 20s);
 }

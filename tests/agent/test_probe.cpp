@@ -141,3 +141,26 @@ TEST(Probe, NoSlurmCallOutsideAnAllocationOrWithoutSqueue) {
   EXPECT_EQ(run_probe(in, slurm).backend, "local");
   EXPECT_TRUE(slurm.calls.empty());
 }
+
+TEST(ExitBudget, KillWaitFromScontrolShowConfig) {
+  const std::string text =
+      "Configuration data as of 2026-12-01T05:00:00\nJobCompType             = (null)\n"
+      "KillOnBadExit           = 0\nKillWait                = 30 sec\nLaunchParameters        = (null)\n";
+  EXPECT_EQ(nymph::agent::parse_kill_wait(text), std::chrono::seconds(30));
+  EXPECT_EQ(nymph::agent::parse_kill_wait("KillWait = 120 sec\n"), std::chrono::seconds(120));
+  EXPECT_FALSE(nymph::agent::parse_kill_wait("KillOnBadExit = 0\n").has_value());
+  EXPECT_FALSE(nymph::agent::parse_kill_wait("KillWait = (null)\n").has_value());
+}
+
+TEST(ExitBudget, StopTimeoutOnALoginNodeAtMostKillWaitMinus3sInAnAllocation) {
+  using namespace std::chrono_literals;
+  using nymph::agent::exit_budget;
+  EXPECT_EQ(exit_budget(30s, std::nullopt), 30s);
+  nymph::agent::SlurmAllocation a{.job_id = "1"};
+  EXPECT_EQ(exit_budget(30s, a), 27s);  // KillWait unknown: Slurm's default 30 s
+  a.kill_wait = 30s;
+  EXPECT_EQ(exit_budget(30s, a), 27s);
+  EXPECT_EQ(exit_budget(10s, a), 10s);
+  a.kill_wait = 2s;
+  EXPECT_EQ(exit_budget(30s, a), 1s);
+}
