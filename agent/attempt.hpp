@@ -55,6 +55,8 @@ struct Attempt {
   bool abandoned = false;  // the daemon is exiting and gave up delivering
   bool stopped_for_exit = false;  // stopped (or killed) by the agent because the worker is going away
   boost::asio::cancellation_signal cancel_upload;  // emitted when the agent gives up delivering (exit deadline)
+  bool lease_expired = false;  // D4: stopped because its lease could not be renewed in time
+  std::chrono::milliseconds lease_window{0};  // how long it may go unrenewed (LeaseClock::window of its TTL)
   bool given_up = false;   // refused (over capacity) or stopped on lease expiry: reported lost, not running
 
   // Whether nothing more is reported for this attempt.

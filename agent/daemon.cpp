@@ -13,6 +13,7 @@
 #include "agent/deadline.hpp"
 #include "agent/delivery.hpp"
 #include "agent/job_mapping.hpp"
+#include "agent/lease_clock.hpp"
 #include "agent/status_file.hpp"
 #include "common/coroutine_warning.hpp"
 #include "common/spawn.hpp"
@@ -79,6 +80,9 @@ struct Daemon::Impl {
   std::map<std::string, std::unique_ptr<Attempt>> attempts;  // by job id
   std::string worker_id;
   std::chrono::milliseconds poll_hold{30'000};
+  LeaseClock leases;                                  // D4: the agent's side of each running attempt's lease
+  std::chrono::milliseconds lease_ttl{90'000};        // registration's leaseTtlS
+  std::map<std::string, std::chrono::milliseconds> runner_lease_ttl;  // registration's runnerLeaseTtlS
   int background = 0;
   bool exiting = false;
   bool polling_stopped = false;  // /exit is being reported: no more polls (the server would not know us)
@@ -230,7 +234,8 @@ struct Daemon::Impl {
   // Registers (or re-registers), retrying transient failures with backoff. False when the daemon must exit.
   asio::awaitable<bool> register_worker() {
     while (!exiting) {
-      auto r = co_await cp.register_worker(make_register_request());
+      auto request = make_register_request();
+      auto r = co_await cp.register_worker(request);
       if (r) {
         // The worker id goes into every later request path; the same bad id would come back on a retry.
         if (auto ok = protocol::check_id("workerId", r->worker_id); !ok) {
@@ -243,6 +248,10 @@ struct Daemon::Impl {
         poll_hold = std::min(settings.poll_timeout,
                              std::chrono::milliseconds(static_cast<long long>(r->poll_timeout_s * 1000)));
         log->info("registered as worker {} (label {}, launch {})", worker_id, settings.label, settings.launch_id);
+        lease_ttl = seconds_to_ms(r->lease_ttl_s, lease_ttl);
+        runner_lease_ttl.clear();
+        for (const auto& [runner, ttl] : r->runner_lease_ttl_s) runner_lease_ttl[runner] = seconds_to_ms(ttl, lease_ttl);
+        renew(request.running);
         handle_cancel_orders(r->cancel);
         resume_adopted();
         lifecycle.registered(Clock::now());
@@ -260,6 +269,48 @@ struct Daemon::Impl {
     co_return false;
   }
 
+  static std::chrono::milliseconds seconds_to_ms(double s, std::chrono::milliseconds fallback) {
+    if (!(s > 0) || s > 1e9) return fallback;
+    return std::chrono::milliseconds(static_cast<long long>(s * 1000));
+  }
+
+  // The TTL of an attempt's lease: its assignment's leaseTtlS, else its runner's, else the registration's.
+  std::chrono::milliseconds ttl_for(const std::string& runner, std::optional<double> assigned) const {
+    auto it = runner_lease_ttl.find(runner);
+    auto fallback = it != runner_lease_ttl.end() ? it->second : lease_ttl;
+    return assigned ? seconds_to_ms(*assigned, fallback) : fallback;
+  }
+
+  // A successful poll or registration reply renewed the leases its request listed.
+  void renew(const std::vector<protocol::AttemptRef>& listed) {
+    const auto now = Clock::now();
+    for (const auto& ref : listed)
+      if (auto it = attempts.find(ref.job_id); it != attempts.end() && it->second->lease_id == ref.lease_id)
+        leases.renewed(ref.job_id, now);
+  }
+
+  // D4: stops every attempt whose lease the agent could not renew in time, before the server re-queues its job:
+  // a process job is killed, a Slurm job scancelled; its final event is lost/leaseExpired, delivered when contact
+  // returns (or dropped on 409 leaseLost, when the server re-queued it first).
+  void expire_leases() {
+    for (const auto& id : leases.expired(Clock::now())) {
+      auto it = attempts.find(id);
+      if (it == attempts.end()) continue;
+      Attempt& a = *it->second;
+      if (!a.run_active || a.stopped()) continue;
+      log->warn("job {}: lease {} not renewed for {} s (the control plane cannot be reached); stopping attempt {} "
+                "before the control plane re-queues the job",
+                id, a.lease_id, std::chrono::duration_cast<std::chrono::seconds>(a.lease_window).count(), a.number);
+      a.lease_expired = true;
+      a.given_up = true;
+      if (a.stops_with_agent())
+        a.runner->kill(id, runners::StopReason::lease_expired);
+      else
+        a.runner->stop(id, runners::StopReason::lease_expired);
+      a.wake_all();
+    }
+  }
+
   // Re-attaches to the attempts a previous run left running that the control plane still wants.
   void resume_adopted() {
     std::vector<Attempt*> pending;
@@ -269,6 +320,8 @@ struct Daemon::Impl {
       a->adopted_pending = false;
       a->shipper_active = true;
       a->run_active = true;
+      a->lease_window = LeaseClock::window(ttl_for(a->runner_name, std::nullopt));
+      leases.track(a->job_id, ttl_for(a->runner_name, std::nullopt), Clock::now());
       log->info("job {}: resuming attempt {} left running by a previous run", a->job_id, a->number);
       std::string id = a->job_id;
       spawn(ship(a), "delivery for job " + id);
@@ -297,9 +350,13 @@ struct Daemon::Impl {
   }
 
   // One poll that apply() can cancel to re-issue it. nullopt when cancelled.
-  asio::awaitable<std::optional<CallResult<protocol::PollResponse>>> cancellable_poll() {
+  asio::awaitable<std::optional<CallResult<protocol::PollResponse>>> cancellable_poll(protocol::PollRequest request) {
+    // D4: a held poll ends well within the shortest lease window, so a quiet reply renews in time.
+    auto hold = poll_hold;
+    if (auto w = leases.shortest_window())
+      hold = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(100), std::min(hold, *w / 2));
     try {
-      co_return co_await asio::co_spawn(ex, cp.poll(worker_id, make_poll_request(), poll_hold),
+      co_return co_await asio::co_spawn(ex, cp.poll(worker_id, std::move(request), hold),
                                         asio::bind_cancellation_slot(poll_cancel.slot(), asio::use_awaitable));
     } catch (const boost::system::system_error& e) {
       if (e.code() == asio::error::operation_aborted) co_return std::nullopt;
@@ -309,7 +366,9 @@ struct Daemon::Impl {
 
   asio::awaitable<void> poll_loop() {
     while (!exiting && !polling_stopped) {
-      auto r = co_await cancellable_poll();
+      auto request = make_poll_request();
+      auto listed = request.running;
+      auto r = co_await cancellable_poll(std::move(request));
       if (exiting || polling_stopped) break;
       if (!r) continue;  // re-issued after a change of phase
       if (!*r) {
@@ -332,6 +391,7 @@ struct Daemon::Impl {
       // A4: the control plane answers again: every delivery waiting out a backoff retries now.
       if (backoff.failures() > 0) state_changed.notify();
       backoff.reset();
+      renew(listed);
       handle_poll_reply(std::move(**r));
     }
   }
@@ -383,11 +443,15 @@ struct Daemon::Impl {
     // Both flags are set before either coroutine starts: co_spawn may run one inline up to its first
     // suspension, and the attempt is removed as soon as neither is active. `raw` is not used afterwards.
     raw->shipper_active = true;
-    if (!runner)
+    if (!runner) {
       raw->outbox.push_event(JobUpdate{.state = JobState::failed, .message = runner.error().message},
                              std::chrono::system_clock::now(), Clock::now());
-    else
+    } else {
       raw->run_active = true;
+      const auto ttl = ttl_for(job.runner, job.lease_ttl_s);
+      raw->lease_window = LeaseClock::window(ttl);
+      leases.track(raw->job_id, ttl, Clock::now());
+    }
     std::string id = raw->job_id;
     spawn(ship(raw), "delivery for job " + id);
     if (runner) spawn(run_attempt(raw), "job " + id);
@@ -439,6 +503,7 @@ struct Daemon::Impl {
       final_update = JobUpdate{.state = JobState::failed, .message = std::string("runner error: ") + e.what()};
     }
     a->run_active = false;
+    leases.forget(a->job_id);
     if (!a->stopped() && a->stops_with_agent() && final_update.signal && !a->stopped_for_exit &&
         !lifecycle.worker_going_away() && settings.allocation)
       co_await await_own_stop_signal();
@@ -447,7 +512,15 @@ struct Daemon::Impl {
         final_update.state = JobState::failed;
         final_update.message = "runner returned without a final state";
       }
-      classify_worker_stopping(*a, final_update);
+      if (a->lease_expired) {
+        final_update.state = JobState::lost;
+        final_update.reason = runners::LostReason::lease_expired;
+        final_update.message = "the worker could not renew the lease for " +
+                               std::to_string(std::chrono::duration_cast<std::chrono::seconds>(a->lease_window).count()) +
+                               " s and stopped the attempt (" + final_update.message + ")";
+      } else {
+        classify_worker_stopping(*a, final_update);
+      }
       log->info("job {}: {}{}", a->job_id, to_string(final_update.state),
                 final_update.message.empty() ? "" : " (" + final_update.message + ")");
       a->outbox.push_event(std::move(final_update), std::chrono::system_clock::now(), Clock::now());
@@ -483,6 +556,7 @@ struct Daemon::Impl {
     if (a->run_active || a->shipper_active) return;
     if (a->runner && !a->detached) a->runner->release(a->job_id);
     std::string id = a->job_id;
+    leases.forget(id);
     attempts.erase(id);
     state_changed.notify();
     write_status();
@@ -505,9 +579,12 @@ struct Daemon::Impl {
 
   asio::awaitable<void> tick_loop() {
     while (!exiting) {
+      expire_leases();
       apply_tick();
       if (exiting) break;
-      co_await state_changed.wait(lifecycle.next_deadline());
+      auto next = lifecycle.next_deadline();
+      if (auto e = leases.next_expiry(); e && (!next || *e < *next)) next = e;
+      co_await state_changed.wait(next);
     }
   }
 

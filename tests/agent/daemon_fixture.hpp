@@ -45,6 +45,9 @@ class FakeControlPlane final : public ControlPlane {
   bool unauthorized = false;
   std::string worker_id = "w1";             // what registration answers
   std::vector<protocol::CancelOrder> cancel_at_registration;
+  double lease_ttl_s = 90;                  // what registration answers
+  bool silent = false;                      // an outage: every call fails at once (connection refused)
+  std::vector<std::chrono::milliseconds> holds;  // the hold of each poll
   Notifier changed;                         // notified on every call
 
   void reply(protocol::PollResponse r) {
@@ -55,18 +58,25 @@ class FakeControlPlane final : public ControlPlane {
   asio::awaitable<CallResult<protocol::RegisterResponse>> register_worker(protocol::RegisterRequest r) override {
     registrations.push_back(r);
     changed.notify();
+    if (silent) co_return CallError{CallFailure::transient, "register: connection refused"};
     if (unauthorized) co_return CallError{CallFailure::unauthorized, "HTTP 401"};
     protocol::RegisterResponse resp;
     resp.worker_id = worker_id;
     resp.cancel = cancel_at_registration;
+    resp.lease_ttl_s = lease_ttl_s;
     co_return resp;
   }
 
   asio::awaitable<CallResult<protocol::PollResponse>> poll(std::string, protocol::PollRequest r,
-                                                           std::chrono::milliseconds) override {
+                                                           std::chrono::milliseconds hold) override {
     polls.push_back(r);
+    holds.push_back(hold);
     changed.notify();
-    while (replies.empty()) co_await changed.wait();
+    if (silent) co_return CallError{CallFailure::transient, "poll: connection refused"};
+    // Held like the server holds it: a reply the test queues, or an empty one when the hold is over.
+    const auto until = std::chrono::steady_clock::now() + hold;
+    while (replies.empty() && std::chrono::steady_clock::now() < until) co_await changed.wait(until);
+    if (replies.empty()) co_return protocol::PollResponse{};
     auto next = std::move(replies.front());
     replies.pop_front();
     co_return next;
@@ -96,6 +106,7 @@ class FakeControlPlane final : public ControlPlane {
   }
 
   asio::awaitable<CallResult<void>> report_exit(std::string, protocol::ExitRequest r) override {
+    if (silent) co_return CallError{CallFailure::transient, "exit report: connection refused"};
     exits.push_back(r);
     calls.push_back("exit");
     changed.notify();
@@ -112,6 +123,7 @@ class FakeControlPlane final : public ControlPlane {
  private:
   std::optional<CallError> upload_failure(const std::string& lease) {
     if (unauthorized) return CallError{CallFailure::unauthorized, "HTTP 401"};
+    if (silent) return CallError{CallFailure::transient, "connection refused"};
     if (fenced_leases.contains(lease)) return CallError{CallFailure::fenced, "HTTP 409 leaseLost"};
     if (unavailable_leases.contains(lease)) return CallError{CallFailure::transient, "event: HTTP 503: unavailable"};
     if (fail_next_uploads > 0) {

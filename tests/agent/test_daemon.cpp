@@ -266,6 +266,73 @@ TEST_F(DaemonTest, SigtermExitsWithinTheStopBudgetWhenAJobIgnoresSigtermAndEvent
       << text;
 }
 
+// D4 (issue 15 point 5): the control plane goes silent while a job runs. The agent gives the lease up after
+// ttl - margin without renewal (12 s TTL: 7 s), kills the job before the server could re-queue it, and reports
+// lost/leaseExpired once the control plane answers again.
+TEST_F(DaemonTest, ALeaseThatCannotBeRenewedStopsTheJobAndIsReportedLostWhenContactReturns) {
+  cp.lease_ttl_s = 12;
+  settings.backoff_initial = 50ms;
+  settings.backoff_max = 200ms;
+  Clock::time_point silent_since;
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("j1")}});
+    co_await until([&] { return runner.started == 1 && cp.event_states("j1").size() == 1; });
+    silent_since = Clock::now();
+    cp.silent = true;
+    cp.replies.push_back(CallError{CallFailure::transient, "poll: connection reset"});  // ends the held poll
+    cp.changed.notify();
+    co_await until([&] { return runner.kills.contains("j1"); });
+    EXPECT_GE(Clock::now() - silent_since, 6500ms) << "not before ttl - margin (7 s) since the last renewal";
+    EXPECT_EQ(runner.kills["j1"], runners::StopReason::lease_expired);
+    cp.silent = false;
+    co_await until([&] { return cp.event_states("j1").size() == 2 && runner.released.contains("j1"); });
+    for (std::size_t i = cp.polls.size(); i-- > 0 && !cp.polls[i].running.empty();)
+      ADD_FAILURE() << "the stopped attempt is still listed as running";
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  EXPECT_EQ(cp.event_states("j1"), (std::vector<std::string>{"running", "lost"}));
+  EXPECT_EQ(cp.events.back().second.reason, protocol::EventReason::lease_expired);
+  EXPECT_EQ(cp.events.back().second.seq, 2);
+}
+
+TEST_F(DaemonTest, AnExpiredLeaseTheServerAlreadyReQueuedIsDroppedOn409) {
+  cp.lease_ttl_s = 6;  // window 1 s
+  settings.backoff_initial = 50ms;
+  settings.backoff_max = 200ms;
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("j1")}});
+    co_await until([&] { return runner.started == 1 && cp.event_states("j1").size() == 1; });
+    cp.silent = true;
+    cp.replies.push_back(CallError{CallFailure::transient, "poll: connection reset"});
+    cp.changed.notify();
+    co_await until([&] { return runner.kills.contains("j1"); });
+    cp.fenced_leases.insert("L1");  // the server re-queued the job meanwhile: the job is reported once, by it
+    cp.silent = false;
+    co_await until([&] { return runner.released.contains("j1"); });
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  EXPECT_EQ(cp.event_states("j1"), (std::vector<std::string>{"running"}));
+}
+
+TEST_F(DaemonTest, QuietPollsRenewLeasesShorterThanTheHold) {
+  cp.lease_ttl_s = 6;  // window 1 s: the agent holds its polls at most 0.5 s
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("j1")}});
+    co_await until([&] { return runner.started == 1 && cp.polls.size() >= 8; });  // several windows long
+    daemon->on_signal(Signal::term);
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  EXPECT_FALSE(runner.kills.contains("j1"));
+  EXPECT_EQ(runner.stops["j1"], runners::StopReason::shutdown);
+  EXPECT_LE(cp.holds.back(), 500ms);
+}
+
 TEST_F(DaemonTest, IdleExit) {
   settings.lifecycle.idle_exit = 20ms;
   auto reason = run([&]() -> asio::awaitable<void> { co_return; });
