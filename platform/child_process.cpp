@@ -209,6 +209,7 @@ Result<ChildProcess> ChildProcess::launch(const asio::any_io_executor& exec, Lau
   if (int rc = setup.prepare(in->get(), out_write->get(), err_write->get(),
                              options.working_dir.empty() ? nullptr : options.working_dir.c_str(), options.grouping))
     return cannot(errno_text(rc));
+  if (options.die_with_parent) setup.die_with_parent();
   pid_t pid = -1;
   const std::optional<Environment> env(std::move(options.env));
   if (int rc = spawn(pid, *executable, setup, options.argv, env)) return cannot(errno_text(rc));

@@ -51,6 +51,9 @@ struct LaunchOptions {
   OutputTarget err = OutputTarget::to_pipe();
   Grouping grouping = Grouping::process_group;
   bool input_pipe = false;  // stdin from a pipe the parent writes through ChildProcess::in(); else /dev/null
+  // SIGKILL the child when the thread that launched it exits (PR_SET_PDEATHSIG; SpawnSetup::die_with_parent):
+  // process jobs, so that a SIGKILLed agent leaves none running. Its descendants are not covered.
+  bool die_with_parent = false;
 };
 
 // How a process ended: exactly one of exit_code / signal is set, or neither when the status could not be

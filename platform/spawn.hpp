@@ -63,12 +63,28 @@ class SpawnSetup {
   // dispositions and the mask would otherwise survive exec). Returns an errno value, 0 on success.
   int prepare(int in, int out, int err, const char* working_dir, Grouping grouping);
 
+  // A5 (issue 15): the child gets PR_SET_PDEATHSIG(SIGKILL): it is killed when the thread that spawned it
+  // exits (the agent's io_context thread, i.e. the agent), so a SIGKILLed agent leaves no job running while
+  // the control plane re-queues it. Only the child itself: its descendants are not covered (they survive
+  // unless the child's death ends them). posix_spawn cannot do this, so spawn() then forks (no code but
+  // system calls runs in the child) and reports a failed exec the same way. Call after prepare().
+  void die_with_parent() { die_with_parent_ = true; }
+  bool dies_with_parent() const { return die_with_parent_; }
+
   const posix_spawn_file_actions_t* actions() const { return &actions_; }
   const posix_spawnattr_t* attributes() const { return &attr_; }
 
  private:
   posix_spawnattr_t attr_;
   posix_spawn_file_actions_t actions_;
+  // What prepare() was given, for the fork path of die_with_parent().
+  int in_ = -1, out_ = -1, err_ = -1;
+  std::optional<std::string> working_dir_;
+  Grouping grouping_ = Grouping::process_group;
+  bool die_with_parent_ = false;
+
+  friend int spawn(pid_t&, const std::string&, const SpawnSetup&, const std::vector<std::string>&,
+                   const std::optional<Environment>&);
 };
 
 // Starts `executable` (a path, not searched on PATH) with `argv` as `setup` prepared it, with exactly `env`, or

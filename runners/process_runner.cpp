@@ -367,7 +367,11 @@ asio::awaitable<JobUpdate> ProcessRunner::run(JobSpec spec, JobReporter& reporte
     env["NYMPH_RESULT"] = out_path;
   }
 
-  auto child = ChildProcess::launch(exec, LaunchOptions{std::move(*argv), std::move(env), dir->string()});
+  // A5: a SIGKILLed agent takes its jobs' processes with it (PR_SET_PDEATHSIG), so the control plane never
+  // re-queues a job whose first copy still runs here.
+  LaunchOptions launch{std::move(*argv), std::move(env), dir->string()};
+  launch.die_with_parent = true;
+  auto child = ChildProcess::launch(exec, std::move(launch));
   if (!child) {
     log_->warn("{}: {}", who, child.error().message);
     co_return failed(child.error().message);

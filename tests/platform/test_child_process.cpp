@@ -6,7 +6,13 @@
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <chrono>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,6 +21,7 @@
 #include "platform/command.hpp"
 #include "tests/support/processes.hpp"
 #include "tests/support/run_coro.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace nymph::platform {
 namespace {
@@ -267,6 +274,77 @@ asio::awaitable<std::string> three_argument_call_inside_a_coroutine() {
 
 TEST_F(ChildProcessTest, ThreeArgumentRunCommandInsideACoroutine) {
   EXPECT_EQ(run_coro(ioc, three_argument_call_inside_a_coroutine()), "abc");
+}
+
+// A5 (issue 15): a process that launched a child with die_with_parent is SIGKILLed (as an agent killed by a
+// login node's policy would be): the child dies with it instead of running on as an orphan. Without the flag
+// the same child outlives its parent (checked too, so the test shows the difference).
+pid_t child_of_a_killed_parent(bool die_with_parent, const std::filesystem::path& pid_file) {
+  ::unlink(pid_file.c_str());
+  pid_t parent = ::fork();
+  if (parent == 0) {
+    asio::io_context io;
+    LaunchOptions o{child_args({"--pid-file", pid_file.string(), "--sleep", "60000"}), minimal_env()};
+    o.out = OutputTarget::to_null();
+    o.err = OutputTarget::to_null();
+    o.die_with_parent = die_with_parent;
+    auto child = ChildProcess::launch(io.get_executor(), std::move(o));
+    if (!child) ::_exit(3);
+    for (;;) ::pause();  // until SIGKILLed by the test
+  }
+  std::vector<pid_t> pids;
+  asio::io_context io;
+  EXPECT_TRUE(run_coro(io, test::poll_until([&] {
+    pids = test::read_pids(pid_file);
+    return !pids.empty();
+  })));
+  ::kill(parent, SIGKILL);
+  int status = 0;
+  ::waitpid(parent, &status, 0);
+  return pids.empty() ? -1 : pids.front();
+}
+
+TEST_F(ChildProcessTest, AChildThatDiesWithItsParentIsKilledWhenTheParentIsSigkilled) {
+  test::TempDir dir("nymph-pdeathsig");
+  pid_t orphan = child_of_a_killed_parent(false, dir.path() / "orphan.pid");
+  ASSERT_GT(orphan, 0);
+  EXPECT_FALSE(test::process_dead(orphan)) << "without die_with_parent the child outlives its parent";
+  ::kill(orphan, SIGKILL);
+
+  pid_t child = child_of_a_killed_parent(true, dir.path() / "child.pid");
+  ASSERT_GT(child, 0);
+  EXPECT_TRUE(run_coro(ioc, test::poll_until([&] { return test::process_dead(child); }, 10s)))
+      << "pid " << child << " still runs after its parent was SIGKILLed";
+}
+
+TEST_F(ChildProcessTest, DieWithParentStillReportsAFailedExecAndPassesTheStreams) {
+  LaunchOptions bad{{"/nonexistent/program"}, minimal_env()};
+  bad.die_with_parent = true;
+  auto failed = ChildProcess::launch(ioc.get_executor(), std::move(bad));
+  ASSERT_FALSE(failed);
+  EXPECT_NE(failed.error().message.find("No such file"), std::string::npos) << failed.error().message;
+  EXPECT_TRUE(test::zombie_children().empty());
+
+  LaunchOptions ok{child_args({"--print-args", "--list-fds", "--print-sigign", "--print-cwd"}), minimal_env(), "/"};
+  ok.die_with_parent = true;
+  auto child = ChildProcess::launch(ioc.get_executor(), std::move(ok));
+  ASSERT_TRUE(child) << child.error().message;
+  EXPECT_EQ(::getpgid(child->pid()), child->pid()) << "its own process group";
+  std::string out;
+  auto read_all = [&]() -> asio::awaitable<void> {
+    char buf[4096];
+    for (;;) {
+      auto [ec, n] = co_await child->out()->async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
+      out.append(buf, n);
+      if (ec) break;
+    }
+    co_await child->wait();
+  };
+  run_coro(ioc, read_all());
+  auto l = lines(out);
+  EXPECT_NE(std::find(l.begin(), l.end(), "0"), l.end()) << out;
+  for (const auto& line : l) EXPECT_NE(line, "3") << "a descriptor beyond 0-2 leaked:\n" << out;
+  EXPECT_EQ(l.back(), "/") << out;
 }
 
 }  // namespace

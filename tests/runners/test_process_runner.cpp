@@ -228,6 +228,27 @@ TEST_F(ProcessRunnerTest, IgnoredTermGetsKillAfterGrace) {
   EXPECT_LT(took, 10s);
 }
 
+// Runner::kill: the agent's exit budget (or an expired lease) cannot wait for kill_grace: SIGKILL at once, also
+// while a stop() is waiting out its grace.
+asio::awaitable<void> stop_then_kill_when_ready(ProcessRunner* runner, fs::path file) {
+  co_await stop_when_lines(runner, file, 1, "job1", StopReason::shutdown);
+  runner->kill("job1", StopReason::shutdown);
+}
+
+TEST_F(ProcessRunnerTest, KillEndsAJobIgnoringTermWithoutWaitingForTheGrace) {
+  auto c = config();
+  c.kill_grace = 30s;
+  ProcessRunner runner(c, null_logger());
+  auto ready = tmp / "ready";
+  auto spec = argv_job({"--ignore-term", "--pid-file", ready.string(), "--sleep", "60000"});
+  auto started = std::chrono::steady_clock::now();
+  auto final = run_coro(ioc, run_with(&runner, spec, &reporter, stop_then_kill_when_ready(&runner, ready)));
+  EXPECT_EQ(final.state, JobState::cancelled);
+  EXPECT_EQ(final.signal, SIGKILL);
+  EXPECT_NE(final.message.find("shutdown"), std::string::npos) << final.message;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s) << "not the 30 s kill grace";
+}
+
 TEST_F(ProcessRunnerTest, TimeoutFailsWithMessage) {
   ProcessRunner runner(config(), null_logger());
   auto spec = argv_job({"--sleep", "60000"});
