@@ -45,6 +45,43 @@ TEST_F(DaemonTest, AJobThatSurvivesTheAgentIsDetachedAtShutdownNotWaitedForWhate
   EXPECT_FALSE(surviving.released.contains("j1")) << "a detached job keeps its files for the next agent";
 }
 
+// D4 for a job that survives the agent (a Slurm job): an expired lease is a stop(lease_expired) (the Slurm runner
+// scancels), never a kill of the agent's own children, and a per-runner TTL from registration applies.
+TEST_F(DaemonTest, AnExpiredLeaseStopsAJobThatSurvivesTheAgentWithLeaseExpired) {
+  FakeRunner slurm(ioc.get_executor(), "slurm", Lifetime::survives_agent);
+  runner_map = {{"slurm", &slurm}, {"process", &runner}};
+  settings.capacity = {{"slurm", 1}, {"process", 1}};
+  settings.backoff_initial = 50ms;
+  settings.backoff_max = 200ms;
+  cp.lease_ttl_s = 3600;  // the process job's lease outlives the test
+  auto assignment = job("s1", "Ls", "slurm");
+  assignment.lease_ttl_s = 6;  // this lease: window 1 s
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {assignment, job("p1", "Lp", "process")}});
+    co_await until([&] { return slurm.started == 1 && runner.started == 1; }, &slurm);
+    cp.silent = true;
+    cp.replies.push_back(CallError{CallFailure::transient, "poll: connection reset"});
+    cp.changed.notify();
+    co_await until([&] { return slurm.stops.contains("s1"); }, &slurm);
+    cp.silent = false;
+    co_await until([&] { return cp.event_states("s1").size() == 2; }, &slurm);
+    daemon->on_signal(Signal::term);
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  EXPECT_EQ(slurm.stops["s1"], runners::StopReason::lease_expired);
+  EXPECT_FALSE(slurm.kills.contains("s1"));
+  EXPECT_FALSE(runner.stops.contains("p1") && runner.stops["p1"] == runners::StopReason::lease_expired)
+      << "the process job's lease (1 h) did not expire";
+  EXPECT_EQ(cp.event_states("s1"), (std::vector<std::string>{"running", "lost"}));
+  for (const auto& [id, e] : cp.events) {
+    if (id == "s1" && e.state == protocol::EventState::lost) {
+      EXPECT_EQ(e.reason, protocol::EventReason::lease_expired);
+    }
+  }
+}
+
 TEST_F(DaemonTest, OnlyJobsThatStopWithTheAgentMustFitBeforeTheWalltime) {
   FakeRunner local(ioc.get_executor(), "local", Lifetime::stops_with_agent);
   FakeRunner surviving(ioc.get_executor(), "process", Lifetime::survives_agent);
