@@ -536,7 +536,7 @@ struct Daemon::Impl {
   void classify_worker_stopping(const Attempt& a, JobUpdate& u) const {
     if (u.state == JobState::succeeded || u.state == JobState::lost || !a.stops_with_agent()) return;
     const bool stopped_by_us = a.stopped_for_exit && u.state == JobState::cancelled;
-    const bool signalled_meanwhile = lifecycle.worker_going_away() && u.signal.has_value();
+    const bool signalled_meanwhile = lifecycle.worker_going_away() && u.signal.has_value() && u.state == JobState::failed;
     if (!stopped_by_us && !signalled_meanwhile) return;
     u.state = JobState::lost;
     u.reason = runners::LostReason::worker_stopping;
@@ -615,9 +615,13 @@ struct Daemon::Impl {
     // A1: within the stop budget whatever the control plane answers; an exit without one (idle, drain
     // directive, fatal error) delivers for exit_delivery_timeout.
     auto deadline = lifecycle.exit_deadline().value_or(Clock::now() + settings.exit_delivery_timeout);
-    delivery_deadline = deadline;
+    // While /exit is not acknowledged, the end of the budget is kept for one more try at it.
+    const auto exit_report_reserve = std::min<std::chrono::milliseconds>(std::chrono::seconds(1),
+                                                                         settings.lifecycle.stop_budget / 10);
+    auto deliver_until = [&] { return exit_reported ? deadline : deadline - exit_report_reserve; };
+    delivery_deadline = deliver_until();
     state_changed.notify();  // deliveries waiting out a backoff re-check the deadline
-    while (!attempts.empty() && Clock::now() < deadline) co_await state_changed.wait(deadline);
+    while (!attempts.empty() && Clock::now() < deliver_until()) co_await state_changed.wait(deliver_until());
     for (auto& [id, a] : attempts) {
       if (!a->stopped() && !a->outbox.finished())
         log->warn("job {}: attempt {} (lease {}): {} not delivered before the exit deadline; the control plane "
@@ -633,8 +637,8 @@ struct Daemon::Impl {
     }
     while (exit_report_active) co_await state_changed.wait();  // the early report, bounded by its own deadline
     if (!worker_id.empty() && lifecycle.exit_reason() && !exit_reported) {
-      // The last try: what is left of the budget, at least a moment for one request.
-      auto until = std::max(deadline, Clock::now() + std::chrono::milliseconds(500));
+      // The last try: what is left of the budget (the reserve kept above).
+      auto until = deadline;
       if (*lifecycle.exit_reason() == ExitReason::error) until = Clock::now() + std::chrono::seconds(5);
       co_await report_exit(until, true);
     }

@@ -41,6 +41,7 @@ AgentProcess::AgentProcess(const ControlServer& cp, AgentOptions options) : opti
     << "[worker]\nlabel = \"" << options_.label << "\"\nwork_dir = \"work\"\nmax_process_jobs = "
     << options_.max_process_jobs << "\ndrain_grace = \"" << options_.drain_grace << "\"\nidle_exit = \""
     << options_.idle_exit << "\"\n"
+    << options_.worker_toml
     << "[runners.process]\nkill_grace = \"" << options_.kill_grace << "\"\n"
     << options_.process_toml
     << "[runners.slurm]\n" << options_.slurm_toml

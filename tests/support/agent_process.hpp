@@ -26,6 +26,7 @@ struct AgentOptions {
   std::string kill_grace = "1s";
   std::string idle_exit = "off";
   std::string extra_toml;              // appended to config.toml (e.g. a [profiles] section)
+  std::string worker_toml;             // more lines of [worker] (e.g. "stop_timeout = \"5s\"\n")
   std::string process_toml;            // more lines of [runners.process] (e.g. "allow_commands = false\n")
   std::string slurm_toml = "enabled = false\n";  // the body of [runners.slurm]
   std::string label = "e2e";
