@@ -72,6 +72,7 @@ protocol::WorkerInfo worker_from(const sql::Statement& q) {
   if (auto d = q.opt_text(16)) w.directive = protocol::parse_directive(*d);
   w.registered_at = q.text(17);
   w.last_seen = q.text(18);
+  w.identity = q.opt_text(19);
   return w;
 }
 

@@ -21,7 +21,7 @@ namespace nymph::control::rows {
 // `SELECT <kWorkerColumns> FROM workers`: worker_from fills everything but running_jobs.
 inline constexpr const char* kWorkerColumns =
     "id, launch_id, label, hostname, pid, version, protocol, backend, runners, tags, capacity, profiles, slurm, "
-    "status, exit_reason, exit_message, directive, registered_at, last_seen";
+    "status, exit_reason, exit_message, directive, registered_at, last_seen, identity";
 protocol::WorkerInfo worker_from(const sql::Statement& q);
 
 // `SELECT <kJobColumns> FROM jobs`: job_from fills everything but attempts and events.

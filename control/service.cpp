@@ -310,8 +310,21 @@ asio::awaitable<HttpReply> Service::register_worker(const Principal& by, const H
   forget_worker_credential(r->reply.worker_id);  // a new registration replaces the worker's credential
   auto now = Steady::now();
   liveness_.worker_seen(r->reply.worker_id, now);
+  for (const auto& l : r->lost_leases) liveness_.lease_forget(l);
   for (const auto& l : r->renewed_leases) liveness_.lease_renewed(l, now);
   rearm_clocks();
+  for (const auto& w : r->replaced_workers) {
+    // Gone: its held poll is answered (empty) and it is no longer watched for staleness.
+    liveness_.worker_forget(w);
+    cancels_sent_.erase(w);
+    hub_.wake_worker(w);
+  }
+  for (const auto& needs : r->requeued) hub_.wake_one_for(needs);
+  if (!r->lost_leases.empty()) wake_all_job_waiters();
+  if (!r->replaced_workers.empty() || !r->adopted_leases.empty())
+    log_->info("worker {} took over from {} worker(s) of identity '{}': {} attempt(s) adopted, {} lost",
+               r->reply.worker_id, r->replaced_workers.size(), printable_excerpt(body->identity.value_or(""), 200),
+               r->adopted_leases.size(), r->lost_leases.size());
   r->reply.poll_timeout_s = std::chrono::duration<double>(config_.poll_timeout).count();
   r->reply.lease_ttl_s = std::chrono::duration<double>(config_.lease_ttl).count();
   r->reply.stale_after_s = std::chrono::duration<double>(config_.stale_after).count();

@@ -52,8 +52,13 @@ struct RevokeOutcome {
 struct RegisterOutcome {
   protocol::RegisterResponse reply;          // worker_id and cancel filled; durations by the caller
   bool created = false;                      // first registration of this launchId
-  std::vector<std::string> renewed_leases;   // listed attempts that carry on
+  std::vector<std::string> renewed_leases;   // listed attempts that carry on (adopted ones included)
   WorkerCaps caps;
+  // Takeover (a registration with an identity, docs/protocol.md 8.1):
+  std::vector<std::string> replaced_workers; // the predecessors, now gone
+  std::vector<std::string> adopted_leases;   // listed attempts of theirs, now this worker's (same lease ids)
+  std::vector<std::string> lost_leases;      // their other live attempts, now lost
+  std::vector<JobNeeds> requeued;            // the jobs of those that went back to the queue
 };
 
 struct PollOutcome {
@@ -172,6 +177,11 @@ class Store {
   // its id, clearing a gone worker's directive); issues the worker a new credential (reply.worker_token,
   // replacing the previous one) and reconciles the attempts it lists as running. forbidden (403) when the
   // launchId was registered with another token.
+  // Takeover, when `req.identity` is not empty: every other worker registered with the same token and
+  // identity that is not gone (a predecessor) becomes gone (exitReason killed, "replaced by worker ...");
+  // the listed attempts of any other worker of that token and identity (gone ones included) that are still
+  // their job's current attempt move to this worker with the same lease id; a predecessor's other live
+  // attempts are lost (the job re-queued while attempts remain).
   ApiResult<RegisterOutcome> register_worker(const protocol::RegisterRequest& req, const TokenRecord& by,
                                              WallTime now);
   // Records contact, reconciles `running`, and assigns queued jobs unless draining or a directive is set.
@@ -248,8 +258,16 @@ class Store {
   // forbidden otherwise.
   ApiResult<rows::AttemptRow> attempt_of_job(const std::string& job_id, const std::string& lease_id,
                                              const std::string& worker_id);
+  // Answers the attempts a worker lists as running: renewed when live and its own (cancel user when a cancel
+  // is pending), cancel leaseLost when not its job's current attempt or another worker's. An attempt of a
+  // worker in `adoptable` (takeover) first moves to `worker_id`, keeping its lease id, and is listed in
+  // `adopted`.
   void reconcile(const std::string& worker_id, const std::vector<protocol::AttemptRef>& running,
-                 std::vector<protocol::CancelOrder>& cancel, std::vector<std::string>& renewed);
+                 std::vector<protocol::CancelOrder>& cancel, std::vector<std::string>& renewed,
+                 const std::vector<std::string>& adoptable = {}, std::vector<std::string>* adopted = nullptr);
+  // The takeover half of register_worker (see there) for `worker_id` registering with `identity`.
+  void take_over(const std::string& worker_id, const std::string& identity, const TokenRecord& by,
+                 const protocol::RegisterRequest& req, RegisterOutcome& out, WallTime now);
   std::vector<protocol::JobAssignment> dispatch(const std::string& worker_id, const WorkerCaps& caps,
                                                 const std::map<std::string, int>& free, WallTime now);
   // Record a state change for take_changes(); nullopt is "no row".

@@ -6,6 +6,9 @@ namespace nymph::control {
 
 namespace {
 
+// The longest registration identity ("<unix user>@<cluster>").
+constexpr std::size_t kMaxIdentity = 200;
+
 std::string q(std::string_view s) { return "'" + std::string(s.substr(0, 64)) + (s.size() > 64 ? "...'" : "'"); }
 
 Result<void> name(std::string_view field, std::string_view value, const protocol::Limits& l, bool allow_empty = false) {
@@ -77,6 +80,12 @@ Result<void> validate(const protocol::RegisterRequest& r, const protocol::Limits
   for (const auto& [runner, n] : r.capacity)
     if (n < 0) return fail("field 'capacity." + runner + "': must be >= 0");
   if (r.pid < 0) return fail("field 'pid': must be >= 0");
+  if (r.identity) {
+    if (r.identity->size() > kMaxIdentity)
+      return fail("field 'identity': longer than " + std::to_string(kMaxIdentity) + " bytes");
+    for (char c : *r.identity)
+      if (c < 0x20 || c > 0x7e) return fail("field 'identity': only printable ASCII characters are allowed");
+  }
   return refs(r.running);
 }
 

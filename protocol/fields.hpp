@@ -106,7 +106,8 @@ struct Wire<RegisterRequest> {
       opt("capacity", &S::capacity),
       opt("profiles", &S::profiles),
       opt("slurm", &S::slurm),
-      opt("running", &S::running)};
+      opt("running", &S::running),
+      opt("identity", &S::identity)};
 };
 template <>
 struct Wire<CancelOrder> {
@@ -278,6 +279,7 @@ struct Wire<WorkerInfo> {
       opt("capacity", &S::capacity),
       opt("profiles", &S::profiles),
       opt("slurm", &S::slurm),
+      opt("identity", &S::identity),
       req("status", &S::status),
       opt("exitReason", &S::exit_reason, Emit::null_when_absent),
       opt("exitMessage", &S::exit_message),

@@ -141,6 +141,12 @@ struct RegisterRequest {
   std::vector<std::string> profiles;               // training profile names
   std::optional<SlurmAllocation> slurm;            // only when backend == "slurm"
   std::vector<AttemptRef> running;                 // attempts still held (after an agent restart)
+  // Who this worker acts for beyond one launch: "<unix user>@<cluster>" of a login-node manager (printable
+  // ASCII, at most 200 bytes; absent or empty for workers without one, e.g. `nymph run --slurm`). A
+  // registration with an identity takes over the other workers of the same agent token and identity
+  // (docs/protocol.md 8.1, "Takeover"): they become gone, and the attempts of theirs listed in `running`
+  // move to this worker with their lease ids.
+  std::optional<std::string> identity;
 };
 
 // A stop order for one attempt, in poll and register replies.
@@ -302,6 +308,7 @@ struct WorkerInfo {
   std::map<std::string, int> capacity;
   std::vector<std::string> profiles;
   std::optional<SlurmAllocation> slurm;
+  std::optional<std::string> identity;       // the registration's identity (absent when it had none)
   WorkerStatus status = WorkerStatus::active;
   std::optional<ExitReason> exit_reason;     // null unless the worker reported /exit
   std::string exit_message;

@@ -513,3 +513,121 @@ TEST_F(StoreTest, PurgeDeletesOldFinishedJobsWithTheirLogsAndOldGoneOrStaleWorke
   EXPECT_EQ(store_->purge(later, 1).jobs, 0);
   EXPECT_TRUE(store_->get_job(queued));
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Takeover (docs/protocol.md 8.1): a registration with an identity replaces the other workers of its token
+// and identity.
+
+namespace {
+p::RegisterRequest manager_registration(const std::string& identity, std::vector<p::AttemptRef> running = {}) {
+  p::RegisterRequest r;
+  r.launch_id = nymph::test::fresh_ulid();
+  r.hostname = "login1";
+  r.runners = {"process"};
+  r.identity = identity;
+  r.running = std::move(running);
+  return r;
+}
+}  // namespace
+
+TEST_F(StoreTest, TakeoverMovesListedAttemptsWithTheirLeaseAndLosesTheRest) {
+  StateCounts tracked = store_->counts();
+  auto old = store_->register_worker(manager_registration("alice@c1"), agent_, now()).value().reply.worker_id;
+  std::string kept = submit(), dropped = submit(), finished = submit();
+  auto jobs = poll(old, {{"process", 3}}).reply.jobs;
+  ASSERT_EQ(jobs.size(), 3u);
+  std::string kept_lease = jobs[0].lease_id, dropped_lease = jobs[1].lease_id, finished_lease = jobs[2].lease_id;
+  store_->apply_event(kept, event(kept_lease, 1, p::EventState::running), old, now()).value();
+  store_->apply_event(finished, event(finished_lease, 1, p::EventState::succeeded, 0), old, now()).value();
+  tracked += store_->take_changes();
+
+  auto reg = manager_registration("alice@c1", {{kept, kept_lease}, {finished, finished_lease}});
+  auto out = store_->register_worker(reg, agent_, now()).value();
+  const std::string& fresh = out.reply.worker_id;
+  EXPECT_NE(fresh, old);
+  EXPECT_TRUE(out.reply.cancel.empty()) << out.reply.cancel.at(0).job_id;
+  EXPECT_EQ(out.replaced_workers, std::vector<std::string>{old});
+  EXPECT_EQ(out.adopted_leases, (std::vector<std::string>{kept_lease, finished_lease}));
+  EXPECT_EQ(out.renewed_leases, std::vector<std::string>{kept_lease});
+  EXPECT_EQ(out.lost_leases, std::vector<std::string>{dropped_lease});
+  ASSERT_EQ(out.requeued.size(), 1u);
+  tracked += store_->take_changes();
+  EXPECT_EQ(tracked, store_->counts()) << "the gauges follow a takeover";
+
+  // The predecessor is gone and says why; its credential acts for nothing any more.
+  auto workers = store_->list_workers().workers;
+  ASSERT_EQ(workers.size(), 2u);
+  const auto& gone = workers[0].id == old ? workers[0] : workers[1];
+  EXPECT_EQ(gone.status, p::WorkerStatus::gone);
+  EXPECT_EQ(gone.exit_reason, p::ExitReason::killed);
+  EXPECT_EQ(gone.exit_message, "replaced by worker " + fresh);
+  EXPECT_EQ(gone.identity, "alice@c1");
+  EXPECT_EQ(store_->poll(old, {}, now()).error().code, "unknownWorker");
+  EXPECT_EQ(store_->apply_event(kept, event(kept_lease, 2, p::EventState::succeeded, 0), old, now()).error().code,
+            "forbidden");
+
+  // The adopted attempt carries on under the same lease on the new worker, which finishes it.
+  auto job = store_->get_job(kept).value();
+  EXPECT_EQ(job.state, p::JobState::running);
+  EXPECT_EQ(job.worker_id, fresh);
+  EXPECT_EQ(job.attempts.at(0).lease_id, kept_lease);
+  EXPECT_EQ(job.attempts.at(0).worker_id, fresh);
+  EXPECT_TRUE(poll(fresh, {{"process", 0}}, {{kept, kept_lease}}).reply.cancel.empty());
+  EXPECT_EQ(store_->apply_event(kept, event(kept_lease, 2, p::EventState::succeeded, 0), fresh, now())->reply.job_state,
+            p::JobState::succeeded);
+  // A final event the predecessor had delivered is a duplicate for its successor, not a refusal.
+  EXPECT_TRUE(store_->apply_event(finished, event(finished_lease, 1, p::EventState::succeeded, 0), fresh, now())
+                  ->reply.duplicate);
+  // The unlisted attempt was lost and its job went back to the queue (attempt 2 of 2).
+  auto d = store_->get_job(dropped).value();
+  EXPECT_EQ(d.state, p::JobState::queued);
+  EXPECT_EQ(d.attempts.at(0).state, p::AttemptState::lost);
+  EXPECT_EQ(d.attempts.at(0).message, "its worker was replaced by worker " + fresh);
+  EXPECT_EQ(store_->apply_event(dropped, event(dropped_lease, 1, p::EventState::running), old, now()).error().code,
+            "leaseLost");
+}
+
+TEST_F(StoreTest, TakeoverAdoptsFromAGoneManagerWithoutTouchingItsOtherAttempts) {
+  auto old = store_->register_worker(manager_registration("alice@c1"), agent_, now()).value().reply.worker_id;
+  std::string listed = submit(), unlisted = submit();
+  auto jobs = poll(old, {{"process", 2}}).reply.jobs;
+  p::ExitRequest ex;
+  ex.exit_reason = p::ExitReason::sigterm;
+  store_->worker_exit(old, ex, now()).value();  // a manager that reported /exit before its successor started
+  auto out = store_->register_worker(manager_registration("alice@c1", {{listed, jobs[0].lease_id}}), agent_, now())
+                 .value();
+  EXPECT_TRUE(out.reply.cancel.empty());
+  EXPECT_TRUE(out.replaced_workers.empty());  // already gone: its exit reason stays
+  EXPECT_EQ(out.adopted_leases, std::vector<std::string>{jobs[0].lease_id});
+  EXPECT_TRUE(out.lost_leases.empty());        // a gone worker's attempts end by events or lease expiry
+  EXPECT_EQ(store_->get_job(listed)->worker_id, out.reply.worker_id);
+  EXPECT_EQ(store_->get_job(unlisted)->state, p::JobState::running);
+  auto workers = store_->list_workers().workers;
+  const auto& gone = workers[0].id == old ? workers[0] : workers[1];
+  EXPECT_EQ(gone.exit_reason, p::ExitReason::sigterm);
+}
+
+TEST_F(StoreTest, NoTakeoverAcrossTokensOrIdentitiesOrWithoutAnIdentity) {
+  TokenRecord other{token_hash("nym_other"), "other", Role::agent, {}, false};
+  auto old = store_->register_worker(manager_registration("alice@c1"), agent_, now()).value().reply.worker_id;
+  std::string j = submit();
+  auto lease = poll(old).reply.jobs.at(0).lease_id;
+  struct Case {
+    const char* what;
+    p::RegisterRequest reg;
+    const TokenRecord* by;
+  };
+  std::vector<Case> cases{{"another identity", manager_registration("bob@c1", {{j, lease}}), &agent_},
+                          {"another token", manager_registration("alice@c1", {{j, lease}}), &other},
+                          {"no identity", manager_registration("", {{j, lease}}), &agent_}};
+  cases[2].reg.identity.reset();
+  for (auto& c : cases) {
+    auto out = store_->register_worker(c.reg, *c.by, now()).value();
+    ASSERT_EQ(out.reply.cancel.size(), 1u) << c.what;
+    EXPECT_EQ(out.reply.cancel[0].reason, p::CancelReason::lease_lost) << c.what;
+    EXPECT_TRUE(out.replaced_workers.empty()) << c.what;
+    EXPECT_TRUE(out.adopted_leases.empty()) << c.what;
+  }
+  EXPECT_EQ(store_->get_job(j)->worker_id, old);
+  EXPECT_TRUE(poll(old, {{"process", 0}}, {{j, lease}}).reply.cancel.empty());
+}

@@ -1,0 +1,101 @@
+// The worker seams of issue 15 against the real nymph-control: takeover by identity (docs/protocol.md 8.1),
+// per-runner lease TTLs (section 5), what lastSeen means (8.11).
+#include <gtest/gtest.h>
+
+#include "tests/control/worker_api.hpp"
+
+namespace p = nymph::protocol;
+namespace http = nymph::http;
+using nymph::test::ControlServer;
+using nymph::test::WorkerApi;
+
+TEST(Takeover, ANewManagerOfTheIdentityCarriesTheListedLeasesOnAndTheRestIsRequeued) {
+  ControlServer cp({.poll_timeout = "200ms"});
+  WorkerApi api(cp);
+  auto old = api.register_with(WorkerApi::registration("alice@c1"));
+  std::string kept = api.submit(), dropped = api.submit();
+  auto jobs = api.poll(old, {{"process", 2}}).jobs;
+  ASSERT_EQ(jobs.size(), 2u);
+  const auto& kept_lease = jobs[0].job_id == kept ? jobs[0].lease_id : jobs[1].lease_id;
+  const auto& dropped_lease = jobs[0].job_id == kept ? jobs[1].lease_id : jobs[0].lease_id;
+  ASSERT_EQ(WorkerApi::outcome(api.post_event(old, kept, WorkerApi::event(kept_lease, 1, p::EventState::running))),
+            "200");
+
+  // The old manager died without a word; a new one (a new launch) of the same identity lists one attempt.
+  auto fresh = api.register_with(WorkerApi::registration("alice@c1", {{kept, kept_lease}}));
+  EXPECT_NE(fresh.id, old.id);
+  EXPECT_TRUE(fresh.reply.cancel.empty()) << "no leaseLost for an adopted attempt";
+
+  auto gone = api.worker_info(old.id);
+  EXPECT_EQ(gone.status, p::WorkerStatus::gone);
+  EXPECT_EQ(gone.exit_reason, p::ExitReason::killed);
+  EXPECT_EQ(gone.exit_message, "replaced by worker " + fresh.id);
+  EXPECT_EQ(gone.identity, "alice@c1");
+  EXPECT_EQ(WorkerApi::outcome(api.poll_raw(old, {{"process", 1}})), "404 unknownWorker");
+  EXPECT_EQ(api.metric("nymph_workers{status=\"gone\"}"), 1);
+  EXPECT_EQ(api.metric("nymph_workers{status=\"active\"}"), 1);
+
+  // The adopted attempt: same lease, now the new worker's; the old credential cannot report it any more.
+  auto k = api.job_info(kept);
+  EXPECT_EQ(k.worker_id, fresh.id);
+  EXPECT_EQ(k.attempt, 1);
+  EXPECT_EQ(k.attempts.at(0).lease_id, kept_lease);
+  EXPECT_EQ(WorkerApi::outcome(api.post_event(old, kept, WorkerApi::event(kept_lease, 2, p::EventState::failed))),
+            "403 forbidden");
+  EXPECT_TRUE(api.poll(fresh, {{"process", 0}}, {{kept, kept_lease}}).cancel.empty());
+  EXPECT_EQ(WorkerApi::outcome(api.post_event(fresh, kept, WorkerApi::event(kept_lease, 2, p::EventState::succeeded))),
+            "200");
+  EXPECT_EQ(api.job_info(kept).state, p::JobState::succeeded);
+
+  // The attempt the new manager did not list was lost and its job re-queued; it runs again, as attempt 2.
+  auto d = api.job_info(dropped);
+  EXPECT_EQ(d.attempts.at(0).state, p::AttemptState::lost);
+  EXPECT_EQ(d.attempts.at(0).message, "its worker was replaced by worker " + fresh.id);
+  EXPECT_EQ(WorkerApi::outcome(api.post_event(old, dropped, WorkerApi::event(dropped_lease, 1, p::EventState::running))),
+            "409 leaseLost");
+  auto again = api.poll(fresh, {{"process", 1}}).jobs;
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].job_id, dropped);
+  EXPECT_EQ(again[0].attempt, 2);
+  EXPECT_EQ(api.metric("nymph_jobs{state=\"running\"}"), 1);
+  EXPECT_EQ(api.metric("nymph_jobs{state=\"succeeded\"}"), 1);
+}
+
+TEST(Takeover, AnotherTokenOrIdentityCannotTakeAnAttemptOver) {
+  ControlServer cp({.poll_timeout = "200ms"});
+  WorkerApi api(cp);
+  std::string other_token = cp.create_token("agent", {"--name", "other"});
+  auto owner = api.register_with(WorkerApi::registration("alice@c1"));
+  std::string job = api.submit();
+  auto lease = api.poll(owner, {{"process", 1}}).jobs.at(0).lease_id;
+  struct Case {
+    const char* what;
+    p::RegisterRequest reg;
+    std::string token;
+  };
+  std::vector<Case> cases{{"another identity", WorkerApi::registration("bob@c1", {{job, lease}}), ""},
+                          {"another token", WorkerApi::registration("alice@c1", {{job, lease}}), other_token},
+                          {"no identity", WorkerApi::registration(std::nullopt, {{job, lease}}), ""}};
+  for (const auto& c : cases) {
+    auto w = api.register_with(c.reg, c.token);
+    ASSERT_EQ(w.reply.cancel.size(), 1u) << c.what;
+    EXPECT_EQ(w.reply.cancel[0].reason, p::CancelReason::lease_lost) << c.what;
+    EXPECT_EQ(w.reply.cancel[0].lease_id, lease) << c.what;
+    EXPECT_EQ(WorkerApi::outcome(api.post_event(w, job, WorkerApi::event(lease, 1, p::EventState::running))),
+              "403 forbidden")
+        << c.what;
+  }
+  EXPECT_EQ(api.worker_info(owner.id).status, p::WorkerStatus::active);
+  EXPECT_EQ(api.job_info(job).worker_id, owner.id);
+  EXPECT_EQ(WorkerApi::outcome(api.post_event(owner, job, WorkerApi::event(lease, 1, p::EventState::succeeded))), "200");
+}
+
+TEST(Takeover, AnIdentityThatIsNotPrintableAsciiOrTooLongIs400) {
+  ControlServer cp({.poll_timeout = "200ms"});
+  WorkerApi api(cp);
+  for (std::string bad : {std::string(201, 'a'), std::string("a\tb")}) {
+    auto r = api.send(http::Method::post, p::workers_path(), cp.agent_token(),
+                      p::to_json_text(WorkerApi::registration(bad)));
+    EXPECT_EQ(WorkerApi::outcome(r), "400 invalidField") << r.body;
+  }
+}
