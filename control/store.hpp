@@ -210,8 +210,10 @@ class Store {
   // unknownJob (404); jobFinished (409) when it already succeeded, failed or was lost.
   ApiResult<CancelOutcome> cancel_job(const std::string& job_id, WallTime now);
   // Records an event of the attempt holding `ev.lease_id` and moves the attempt and job on. A repeated
-  // (lease, seq) is acknowledged as a duplicate. unknownJob (404); leaseLost (409) when the lease is not
-  // the job's live attempt; attemptFinished (409) after the attempt's final event.
+  // (lease, seq) is acknowledged as a duplicate. Events of a lease apply in seq order (gaps allowed):
+  // outOfOrder (409, with last_seq) for a seq below the highest applied that is not a duplicate.
+  // unknownJob (404); leaseLost (409) when the lease is not the job's live attempt; attemptFinished (409)
+  // after the attempt's final event.
   // Only the worker holding the lease may report it: forbidden (403) for `worker_id` of another worker.
   ApiResult<EventOutcome> apply_event(const std::string& job_id, const protocol::EventRequest& ev,
                                       const std::string& worker_id, WallTime now);

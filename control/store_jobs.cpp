@@ -153,6 +153,14 @@ ApiResult<EventOutcome> Store::apply_event(const std::string& job_id, const prot
   }
   if (!a->current()) return no_longer_live(*a);
   if (!a->live()) return attempt_finished(*a);
+  if (ev.seq < a->last_seq) {
+    // Applying it would lose either it or what came after it (a final event acknowledged but never applied).
+    ApiError e = conflict("outOfOrder", "seq " + std::to_string(ev.seq) + " of lease '" + ev.lease_id +
+                                            "' is below seq " + std::to_string(a->last_seq) +
+                                            ", already applied: events of a lease are applied in seq order");
+    e.last_seq = a->last_seq;
+    return e;
+  }
   std::string when = protocol::format_time(now);
   std::optional<std::string> result;
   if (ev.result) result = json::serialize(*ev.result);
@@ -162,7 +170,6 @@ ApiResult<EventOutcome> Store::apply_event(const std::string& job_id, const prot
             ev.slurm_job_id, result, ev.at, when)
       .run();
   out.reply.job_state = a->job_state;
-  if (ev.seq <= a->last_seq) return out;  // an older event arriving late: recorded, state unchanged
   db_.query("UPDATE attempts SET last_seq=?, slurm_job_id=COALESCE(?, slurm_job_id) WHERE lease_id=?")
       .bind(ev.seq, ev.slurm_job_id, ev.lease_id)
       .run();

@@ -97,7 +97,8 @@ Result<void> validate(const protocol::PollRequest& r, const protocol::Limits&) {
 
 Result<void> validate(const protocol::EventRequest& r, const protocol::Limits&) {
   if (auto x = protocol::check_id("leaseId", r.lease_id); !x) return x;
-  if (r.seq < 1) return fail("field 'seq': must be >= 1");
+  if (r.seq < 1 || r.seq > protocol::kMaxEventSeq)
+    return fail("field 'seq': must be between 1 and " + std::to_string(protocol::kMaxEventSeq));
   if (r.at)
     if (auto t = protocol::parse_time(*r.at); !t) return fail("field 'at': " + t.error().message);
   return {};

@@ -55,7 +55,8 @@ struct Wire<ErrorBody> {
   static constexpr auto fields = std::tuple{
       req("code", &S::code),
       opt("message", &S::message),
-      opt("expectedOffset", &S::expected_offset)};
+      opt("expectedOffset", &S::expected_offset),
+      opt("lastSeq", &S::last_seq)};
 };
 template <>
 struct Wire<AttemptRef> {

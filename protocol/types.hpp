@@ -86,12 +86,16 @@ bool is_final(AttemptState s);
 // Shared pieces
 
 // Body of every 4xx/5xx reply: {"error":{"code":"...","message":"...", "expectedOffset": N}}.
-// `expected_offset` is set only for code "logGap".
+// `expected_offset` is set only for code "logGap", `last_seq` only for "outOfOrder".
 struct ErrorBody {
   std::string code;
   std::string message;
   std::optional<std::uint64_t> expected_offset;
+  std::optional<std::int64_t> last_seq;  // the highest seq applied for that lease
 };
+
+// The largest `seq` of an event (docs/protocol.md 8.3): a seq outside 1..kMaxEventSeq is 400.
+inline constexpr std::int64_t kMaxEventSeq = 1'000'000;
 
 // One attempt a worker holds: the job and the lease of the attempt.
 struct AttemptRef {
@@ -196,7 +200,7 @@ struct PollResponse {
 // POST /v1/jobs/{id}/events
 struct EventRequest {
   std::string lease_id;
-  std::int64_t seq = 0;                      // >= 1, increasing per lease
+  std::int64_t seq = 0;                      // 1..kMaxEventSeq, increasing per lease (gaps allowed)
   EventState state = EventState::running;
   std::optional<int> exit_code;
   std::optional<int> signal;

@@ -160,6 +160,12 @@ TEST(Validate, RegisterAndEvents) {
   e.lease_id = "L";
   e.seq = 0;
   EXPECT_FALSE(validate(e));
+  e.seq = 1'000'001;
+  EXPECT_FALSE(validate(e));
+  e.seq = 9223372036854775807;
+  EXPECT_FALSE(validate(e));
+  e.seq = 1'000'000;
+  EXPECT_TRUE(validate(e));
   e.seq = 1;
   e.at = "yesterday";
   EXPECT_FALSE(validate(e));

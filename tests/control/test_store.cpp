@@ -165,6 +165,19 @@ TEST_F(StoreTest, EventsAreIdempotentAndFenced) {
   auto late = store_->apply_event(j, event(lease, 3, p::EventState::running), w, now());
   ASSERT_FALSE(late);
   EXPECT_EQ(late.error().code, "attemptFinished");
+  // Events of a lease apply in seq order: a lower seq that is not a duplicate is refused, with the last seq.
+  std::string j2 = submit();
+  auto lease2 = poll(w).reply.jobs.at(0).lease_id;
+  ASSERT_TRUE(store_->apply_event(j2, event(lease2, 5, p::EventState::running), w, now()));
+  auto behind = store_->apply_event(j2, event(lease2, 3, p::EventState::succeeded, 0), w, now());
+  ASSERT_FALSE(behind);
+  EXPECT_EQ(behind.error().status, 409u);
+  EXPECT_EQ(behind.error().code, "outOfOrder");
+  EXPECT_EQ(behind.error().last_seq, 5);
+  EXPECT_EQ(store_->get_job(j2)->state, p::JobState::running);
+  EXPECT_TRUE(store_->apply_event(j2, event(lease2, 5, p::EventState::running), w, now())->reply.duplicate);
+  EXPECT_EQ(store_->apply_event(j2, event(lease2, 7, p::EventState::succeeded, 0), w, now())->reply.job_state,
+            p::JobState::succeeded);
   auto unknown = store_->apply_event(j, event("lse_nope", 1, p::EventState::running), w, now());
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error().status, 409u);

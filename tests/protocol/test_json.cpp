@@ -211,3 +211,19 @@ TEST(Protocol, EmptyAttemptsAndEventsAreOmittedAndEnumErrorsListEveryName) {
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().message, "field 'spec': is required");
 }
+
+TEST(Protocol, SeamFieldsOfIssue15AreOptionalAndRoundTrip) {
+  // Absent in a v1 document of before: defaults.
+  auto plain = p::parse_as<p::RegisterRequest>(R"({"launchId":"L1","hostname":"h","runners":["process"]})");
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_FALSE(plain->identity);
+  p::RegisterRequest r = *plain;
+  r.identity = "alice@cluster-a";
+  auto text = p::to_json_text(r);
+  EXPECT_NE(text.find(R"("identity":"alice@cluster-a")"), std::string::npos) << text;
+  EXPECT_EQ(p::parse_as<p::RegisterRequest>(text)->identity, "alice@cluster-a");
+
+  p::ErrorBody e{"outOfOrder", "behind", std::nullopt, 5};
+  EXPECT_EQ(p::error_document(e), R"({"error":{"code":"outOfOrder","message":"behind","lastSeq":5}})");
+  EXPECT_EQ(p::parse_error_document(p::error_document(e))->last_seq, 5);
+}
