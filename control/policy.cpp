@@ -33,6 +33,10 @@ JobState after_lost_attempt(int attempts_made, int max_attempts, bool cancel_req
   return attempts_made < max_attempts ? JobState::queued : JobState::lost;
 }
 
+bool lost_attempt_counts(std::optional<protocol::EventReason> reason, bool first_event, int uncounted_so_far) {
+  return !(reason == protocol::EventReason::over_capacity && first_event && uncounted_so_far < kMaxUncountedAttempts);
+}
+
 JobState after_event(JobState current, EventState ev) {
   switch (ev) {
     case EventState::pending:

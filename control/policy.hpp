@@ -39,6 +39,15 @@ bool can_take_now(const WorkerCaps& caps, const std::map<std::string, int>& free
 // cancel was pending, queued again while attempts_made < max_attempts, else lost.
 protocol::JobState after_lost_attempt(int attempts_made, int max_attempts, bool cancel_requested);
 
+// Refused attempts (overCapacity) that may go uncounted per job: more are counted like any lost attempt, so a
+// worker that keeps refusing cannot bounce a job forever.
+inline constexpr int kMaxUncountedAttempts = 100;
+
+// Whether a `lost` event with `reason` counts against the job's maxAttempts: it does, except an overCapacity
+// refusal that is the attempt's first event (`first_event`: never started), while the job has had fewer than
+// kMaxUncountedAttempts of those (`uncounted_so_far`).
+bool lost_attempt_counts(std::optional<protocol::EventReason> reason, bool first_event, int uncounted_so_far);
+
 // The job's state after a non-lost event `ev` of its current attempt. Progress events keep the job running
 // (or cancelling); final events give the job the same final state.
 protocol::JobState after_event(protocol::JobState current, protocol::EventState ev);

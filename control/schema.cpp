@@ -59,6 +59,12 @@ CREATE INDEX workers_by_token ON workers(token_hash);
 ALTER TABLE workers ADD COLUMN identity TEXT;
 CREATE INDEX workers_by_identity ON workers(token_hash, identity);
 )sql",
+    // 4: why a worker reported an attempt lost, and the attempts of a job that do not count against its
+    // maxAttempts (refused overCapacity before they started).
+    R"sql(
+ALTER TABLE events ADD COLUMN reason TEXT;
+ALTER TABLE jobs ADD COLUMN uncounted_attempts INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 static_assert(std::size(kMigrations) == kSchemaVersion);

@@ -101,6 +101,7 @@ Result<void> validate(const protocol::EventRequest& r, const protocol::Limits&) 
     return fail("field 'seq': must be between 1 and " + std::to_string(protocol::kMaxEventSeq));
   if (r.at)
     if (auto t = protocol::parse_time(*r.at); !t) return fail("field 'at': " + t.error().message);
+  if (r.reason && r.state != protocol::EventState::lost) return fail("field 'reason': only with state lost");
   return {};
 }
 

@@ -169,7 +169,8 @@ struct Wire<EventRequest> {
       opt("message", &S::message),
       opt("slurmJobId", &S::slurm_job_id),
       opt("result", &S::result),
-      opt("at", &S::at)};
+      opt("at", &S::at),
+      opt("reason", &S::reason)};
 };
 template <>
 struct Wire<EventResponse> {
@@ -215,7 +216,8 @@ struct Wire<EventInfo> {
       opt("slurmJobId", &S::slurm_job_id),
       opt("result", &S::result),
       opt("at", &S::at),
-      opt("receivedAt", &S::received_at)};
+      opt("receivedAt", &S::received_at),
+      opt("reason", &S::reason)};
 };
 template <>
 struct Wire<AttemptInfo> {

@@ -35,6 +35,7 @@ constexpr std::array<std::string_view, 2> kDirectives{"kill", "drain"};
 constexpr std::array<std::string_view, 6> kExitReasons{"sigterm", "sigint", "killed", "walltime", "idle", "error"};
 constexpr std::array<std::string_view, 3> kWorkerStatuses{"active", "stale", "gone"};
 constexpr std::array<std::string_view, 2> kLogStreams{"stdout", "stderr"};
+constexpr std::array<std::string_view, 3> kEventReasons{"workerStopping", "leaseExpired", "overCapacity"};
 
 }  // namespace
 
@@ -46,6 +47,7 @@ std::string_view to_string(Directive d) { return name_of(d, kDirectives); }
 std::string_view to_string(ExitReason r) { return name_of(r, kExitReasons); }
 std::string_view to_string(WorkerStatus s) { return name_of(s, kWorkerStatuses); }
 std::string_view to_string(LogStream s) { return name_of(s, kLogStreams); }
+std::string_view to_string(EventReason r) { return name_of(r, kEventReasons); }
 std::optional<EventState> parse_event_state(std::string_view s) { return value_of<EventState>(s, kEventStates); }
 std::optional<JobState> parse_job_state(std::string_view s) { return value_of<JobState>(s, kJobStates); }
 std::optional<AttemptState> parse_attempt_state(std::string_view s) {
@@ -60,6 +62,9 @@ std::optional<WorkerStatus> parse_worker_status(std::string_view s) {
   return value_of<WorkerStatus>(s, kWorkerStatuses);
 }
 std::optional<LogStream> parse_log_stream(std::string_view s) { return value_of<LogStream>(s, kLogStreams); }
+std::optional<EventReason> parse_event_reason(std::string_view s) {
+  return value_of<EventReason>(s, kEventReasons);
+}
 
 bool is_final(JobState s) { return s >= JobState::succeeded; }
 bool is_final(EventState s) { return s >= EventState::succeeded; }

@@ -59,6 +59,11 @@ enum class ExitReason { sigterm, sigint, killed, walltime, idle, error };
 enum class WorkerStatus { active, stale, gone };
 // A job's log stream: "stdout", "stderr" (the {stream} of /v1/jobs/{id}/logs/{stream}).
 enum class LogStream { out, err };
+// Why a worker reports an attempt `lost` (docs/protocol.md 8.3): "workerStopping" (stopped because the
+// worker is going away: SIGTERM, walltime, kill directive, its allocation cancelled), "leaseExpired" (the
+// worker's own side of the lease ran out), "overCapacity" (an assignment beyond the worker's advertised
+// capacity: refused, never started; it does not count as an attempt).
+enum class EventReason { worker_stopping, lease_expired, over_capacity };
 
 std::string_view to_string(EventState s);
 std::string_view to_string(JobState s);
@@ -68,6 +73,7 @@ std::string_view to_string(Directive d);
 std::string_view to_string(ExitReason r);
 std::string_view to_string(WorkerStatus s);
 std::string_view to_string(LogStream s);
+std::string_view to_string(EventReason r);
 std::optional<EventState> parse_event_state(std::string_view s);
 std::optional<JobState> parse_job_state(std::string_view s);
 std::optional<AttemptState> parse_attempt_state(std::string_view s);
@@ -76,6 +82,7 @@ std::optional<Directive> parse_directive(std::string_view s);
 std::optional<ExitReason> parse_exit_reason(std::string_view s);
 std::optional<WorkerStatus> parse_worker_status(std::string_view s);
 std::optional<LogStream> parse_log_stream(std::string_view s);
+std::optional<EventReason> parse_event_reason(std::string_view s);
 
 // True for succeeded, failed, cancelled, lost.
 bool is_final(JobState s);
@@ -208,6 +215,7 @@ struct EventRequest {
   std::optional<std::string> slurm_job_id;
   std::optional<boost::json::value> result;  // training: the checked result.json (succeeded only)
   std::optional<std::string> at;             // RFC 3339 UTC, the worker's clock
+  std::optional<EventReason> reason;         // state lost only: why the worker lost the attempt
 };
 
 // 200 reply to an event.
@@ -252,6 +260,7 @@ struct EventInfo {
   std::optional<boost::json::value> result;
   std::optional<std::string> at;
   std::string received_at;
+  std::optional<EventReason> reason;
 };
 
 // One attempt of a job.

@@ -190,3 +190,27 @@ TEST(Validate, RegistrationIdentity) {
     EXPECT_NE(v.error().message.find("identity"), std::string::npos);
   }
 }
+
+TEST(Transitions, OnlyARefusalBeforeTheAttemptStartedGoesUncounted) {
+  using nymph::protocol::EventReason;
+  EXPECT_FALSE(lost_attempt_counts(EventReason::over_capacity, true, 0));
+  EXPECT_FALSE(lost_attempt_counts(EventReason::over_capacity, true, kMaxUncountedAttempts - 1));
+  EXPECT_TRUE(lost_attempt_counts(EventReason::over_capacity, true, kMaxUncountedAttempts));  // no endless bouncing
+  EXPECT_TRUE(lost_attempt_counts(EventReason::over_capacity, false, 0));  // it had started: a real attempt
+  EXPECT_TRUE(lost_attempt_counts(EventReason::worker_stopping, true, 0));
+  EXPECT_TRUE(lost_attempt_counts(EventReason::lease_expired, true, 0));
+  EXPECT_TRUE(lost_attempt_counts(std::nullopt, true, 0));
+}
+
+TEST(Validate, AnEventReasonOnlyWithStateLost) {
+  nymph::protocol::EventRequest e;
+  e.lease_id = "L";
+  e.seq = 1;
+  e.state = EventState::lost;
+  e.reason = nymph::protocol::EventReason::worker_stopping;
+  EXPECT_TRUE(validate(e));
+  e.state = EventState::failed;
+  auto v = validate(e);
+  ASSERT_FALSE(v);
+  EXPECT_NE(v.error().message.find("reason"), std::string::npos);
+}

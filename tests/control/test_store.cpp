@@ -644,3 +644,62 @@ TEST_F(StoreTest, NoTakeoverAcrossTokensOrIdentitiesOrWithoutAnIdentity) {
   EXPECT_EQ(store_->get_job(j)->worker_id, old);
   EXPECT_TRUE(poll(old, {{"process", 0}}, {{j, lease}}).reply.cancel.empty());
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Lost events with a reason (D1 of issue 15)
+
+TEST_F(StoreTest, AnOverCapacityRefusalRequeuesTheJobWithoutCountingAnAttempt) {
+  StateCounts tracked = store_->counts();
+  std::string j = submit("process", {}, {}, /*max_attempts=*/1);
+  std::string w = worker();
+  auto first = poll(w, {{"process", 1}}).reply.jobs.at(0);
+  auto refuse = event(first.lease_id, 1, p::EventState::lost);
+  refuse.reason = p::EventReason::over_capacity;
+  auto r = store_->apply_event(j, refuse, w, now()).value();
+  EXPECT_EQ(r.reply.job_state, p::JobState::queued) << "maxAttempts 1, yet the refusal was not the job's attempt";
+  ASSERT_TRUE(r.requeued);
+  EXPECT_FALSE(r.freed_slot) << "a refused job never held a slot";
+  auto job = store_->get_job(j).value();
+  EXPECT_EQ(job.attempts.at(0).state, p::AttemptState::lost);
+  EXPECT_EQ(job.attempts.at(0).message, "refused by the worker: over capacity");
+  EXPECT_EQ(job.events.at(0).reason, p::EventReason::over_capacity);
+  tracked += store_->take_changes();
+  EXPECT_EQ(tracked, store_->counts());
+
+  // The next attempt is numbered on (2) and is the job's one counted attempt: losing it loses the job.
+  auto second = poll(w, {{"process", 1}}).reply.jobs.at(0);
+  EXPECT_EQ(second.attempt, 2);
+  auto stopping = event(second.lease_id, 1, p::EventState::lost);
+  stopping.reason = p::EventReason::worker_stopping;
+  EXPECT_EQ(store_->apply_event(j, stopping, w, now())->reply.job_state, p::JobState::lost);
+  EXPECT_EQ(store_->get_job(j)->events.at(1).reason, p::EventReason::worker_stopping);
+}
+
+TEST_F(StoreTest, AnOverCapacityClaimAfterTheAttemptStartedCountsLikeAnyLostAttempt) {
+  std::string j = submit("process", {}, {}, /*max_attempts=*/1);
+  std::string w = worker();
+  auto lease = poll(w, {{"process", 1}}).reply.jobs.at(0).lease_id;
+  store_->apply_event(j, event(lease, 1, p::EventState::running), w, now()).value();
+  auto late = event(lease, 2, p::EventState::lost);
+  late.reason = p::EventReason::over_capacity;
+  auto r = store_->apply_event(j, late, w, now()).value();
+  EXPECT_EQ(r.reply.job_state, p::JobState::lost);
+  EXPECT_TRUE(r.freed_slot);
+}
+
+TEST_F(StoreTest, WorkerStoppingAndLeaseExpiredRequeueWhileAttemptsRemain) {
+  for (auto reason : {p::EventReason::worker_stopping, p::EventReason::lease_expired}) {
+    std::string j = submit();  // maxAttempts 2
+    std::string w = worker();
+    auto lease = poll(w, {{"process", 1}}).reply.jobs.at(0).lease_id;
+    store_->apply_event(j, event(lease, 1, p::EventState::running), w, now()).value();
+    auto lost = event(lease, 2, p::EventState::lost);
+    lost.reason = reason;
+    EXPECT_EQ(store_->apply_event(j, lost, w, now())->reply.job_state, p::JobState::queued) << p::to_string(reason);
+    auto again = poll(w, {{"process", 1}}).reply.jobs.at(0);
+    EXPECT_EQ(again.attempt, 2);
+    auto lost2 = event(again.lease_id, 1, p::EventState::lost);
+    lost2.reason = reason;
+    EXPECT_EQ(store_->apply_event(j, lost2, w, now())->reply.job_state, p::JobState::lost) << p::to_string(reason);
+  }
+}

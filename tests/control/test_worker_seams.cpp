@@ -99,3 +99,27 @@ TEST(Takeover, AnIdentityThatIsNotPrintableAsciiOrTooLongIs400) {
     EXPECT_EQ(WorkerApi::outcome(r), "400 invalidField") << r.body;
   }
 }
+
+TEST(LostReason, AnOverCapacityRefusalIsAcceptedAsTheFirstEventAndRequeuesWithoutUsingAnAttempt) {
+  ControlServer cp({.poll_timeout = "200ms"});
+  WorkerApi api(cp);
+  auto w = api.register_with(WorkerApi::registration());
+  std::string job = api.submit("process", /*max_attempts=*/1);
+  auto lease = api.poll(w, {{"process", 1}}).jobs.at(0).lease_id;
+  auto refuse = WorkerApi::event(lease, 1, p::EventState::lost);
+  refuse.reason = p::EventReason::over_capacity;
+  refuse.message = "refused: worker at capacity (4 of 4 slots busy)";
+  auto r = api.post_event(w, job, refuse);
+  ASSERT_EQ(WorkerApi::outcome(r), "200") << r.body;
+  EXPECT_EQ(p::parse_as<p::EventResponse>(r.body)->job_state, p::JobState::queued);
+  auto info = api.job_info(job);
+  EXPECT_EQ(info.state, p::JobState::queued);
+  ASSERT_EQ(info.events.size(), 1u);
+  EXPECT_EQ(info.events[0].reason, p::EventReason::over_capacity);
+  EXPECT_EQ(api.poll(w, {{"process", 1}}).jobs.at(0).attempt, 2);
+
+  // A reason belongs to a lost event only.
+  auto bad = WorkerApi::event(lease, 2, p::EventState::failed);
+  bad.reason = p::EventReason::worker_stopping;
+  EXPECT_EQ(WorkerApi::outcome(api.post_event(w, job, bad)), "400 invalidField");
+}

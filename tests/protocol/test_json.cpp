@@ -227,3 +227,23 @@ TEST(Protocol, SeamFieldsOfIssue15AreOptionalAndRoundTrip) {
   EXPECT_EQ(p::error_document(e), R"({"error":{"code":"outOfOrder","message":"behind","lastSeq":5}})");
   EXPECT_EQ(p::parse_error_document(p::error_document(e))->last_seq, 5);
 }
+
+TEST(Protocol, EventReasonsHaveCamelCaseWireNames) {
+  p::EventRequest e;
+  e.lease_id = "lse_1";
+  e.seq = 1;
+  e.state = p::EventState::lost;
+  for (auto [r, name] : {std::pair{p::EventReason::worker_stopping, "workerStopping"},
+                         std::pair{p::EventReason::lease_expired, "leaseExpired"},
+                         std::pair{p::EventReason::over_capacity, "overCapacity"}}) {
+    e.reason = r;
+    auto text = p::to_json_text(e);
+    EXPECT_NE(text.find(std::string(R"("reason":")") + name + "\""), std::string::npos) << text;
+    EXPECT_EQ(p::parse_as<p::EventRequest>(text)->reason, r);
+    EXPECT_EQ(p::parse_event_reason(name), r);
+  }
+  auto bad = p::parse_as<p::EventRequest>(R"({"leaseId":"l","seq":1,"state":"lost","reason":"tired"})");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("workerStopping, leaseExpired or overCapacity"), std::string::npos)
+      << bad.error().message;
+}
