@@ -2,6 +2,7 @@
 // The /v1 API without sockets: routes a parsed HTTP request to the store (through the DB thread), parks held
 // polls in the PollHub, and keeps the lease/stale clocks. The HTTP server (control/http_server.hpp) feeds it.
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -25,6 +26,8 @@ namespace nymph::control {
 struct ServiceConfig {
   std::chrono::milliseconds poll_timeout{30'000};
   std::chrono::milliseconds lease_ttl{90'000};
+  // Runner -> the TTL of its leases, when not lease_ttl (serve --runner-lease-ttl RUNNER=DURATION).
+  std::map<std::string, std::chrono::milliseconds> runner_lease_ttl;
   std::chrono::milliseconds stale_after{60'000};
   protocol::Limits limits = protocol::kLimits;
   // Finished jobs and gone or stale workers are deleted once older than `retention` (0: kept forever), at

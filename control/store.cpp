@@ -151,7 +151,7 @@ std::optional<AttemptRow> Store::attempt_of(const std::string& lease_id) {
 }
 
 void Store::reconcile(const std::string& worker_id, const std::vector<protocol::AttemptRef>& running,
-                      std::vector<protocol::CancelOrder>& cancel, std::vector<std::string>& renewed,
+                      std::vector<protocol::CancelOrder>& cancel, std::vector<LeaseRef>& renewed,
                       const std::vector<std::string>& adoptable, std::vector<std::string>* adopted) {
   for (const auto& ref : running) {
     auto a = attempt_of(ref.lease_id);
@@ -169,7 +169,7 @@ void Store::reconcile(const std::string& worker_id, const std::vector<protocol::
       continue;
     }
     if (!a->live()) continue;  // final: the worker still owes us nothing but the event ack
-    renewed.push_back(ref.lease_id);
+    renewed.push_back({ref.lease_id, a->runner});
     if (a->cancel_requested) cancel.push_back({ref.job_id, ref.lease_id, protocol::CancelReason::user});
   }
 }
@@ -346,9 +346,9 @@ LiveState Store::live_state() {
     while (q.step()) out.active_workers.push_back(q.text(0));
   }
   auto q = db_.query(
-      "SELECT a.lease_id FROM attempts a JOIN jobs j ON j.id=a.job_id AND j.current_lease=a.lease_id "
+      "SELECT a.lease_id, j.runner FROM attempts a JOIN jobs j ON j.id=a.job_id AND j.current_lease=a.lease_id "
       "WHERE a.state IN ('assigned','pending','running')");
-  while (q.step()) out.live_leases.push_back(q.text(0));
+  while (q.step()) out.live_leases.push_back({q.text(0), q.text(1)});
   return out;
 }
 

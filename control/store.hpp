@@ -49,10 +49,17 @@ struct RevokeOutcome {
   std::vector<std::string> token_hashes;
 };
 
+// A lease and the runner of its attempt (whose lease TTL applies).
+struct LeaseRef {
+  std::string lease_id;
+  std::string runner;
+  friend bool operator==(const LeaseRef&, const LeaseRef&) = default;
+};
+
 struct RegisterOutcome {
   protocol::RegisterResponse reply;          // worker_id and cancel filled; durations by the caller
   bool created = false;                      // first registration of this launchId
-  std::vector<std::string> renewed_leases;   // listed attempts that carry on (adopted ones included)
+  std::vector<LeaseRef> renewed_leases;      // listed attempts that carry on (adopted ones included)
   WorkerCaps caps;
   // Takeover (a registration with an identity, docs/protocol.md 8.1):
   std::vector<std::string> replaced_workers; // the predecessors, now gone
@@ -63,7 +70,7 @@ struct RegisterOutcome {
 
 struct PollOutcome {
   protocol::PollResponse reply;
-  std::vector<std::string> renewed_leases;   // listed attempts that are live
+  std::vector<LeaseRef> renewed_leases;      // listed attempts that are live
   WorkerCaps caps;
   bool draining = false;                     // draining flag or a directive: takes no jobs
 };
@@ -117,7 +124,7 @@ struct PageSpec {
 // What the clocks must track after a restart.
 struct LiveState {
   std::vector<std::string> active_workers;
-  std::vector<std::string> live_leases;
+  std::vector<LeaseRef> live_leases;         // with their runners: a lease keeps its runner's TTL
 };
 
 // Jobs by state and workers by status: the /metrics gauges, or a change of them (deltas).
@@ -265,7 +272,7 @@ class Store {
   // worker in `adoptable` (takeover) first moves to `worker_id`, keeping its lease id, and is listed in
   // `adopted`.
   void reconcile(const std::string& worker_id, const std::vector<protocol::AttemptRef>& running,
-                 std::vector<protocol::CancelOrder>& cancel, std::vector<std::string>& renewed,
+                 std::vector<protocol::CancelOrder>& cancel, std::vector<LeaseRef>& renewed,
                  const std::vector<std::string>& adoptable = {}, std::vector<std::string>* adopted = nullptr);
   // The takeover half of register_worker (see there) for `worker_id` registering with `identity`.
   void take_over(const std::string& worker_id, const std::string& identity, const TokenRecord& by,

@@ -126,6 +126,7 @@ struct Wire<RegisterResponse> {
       opt("workerToken", &S::worker_token, Emit::unless_empty),
       opt("pollTimeoutS", &S::poll_timeout_s),
       opt("leaseTtlS", &S::lease_ttl_s),
+      opt("runnerLeaseTtlS", &S::runner_lease_ttl_s, Emit::unless_empty),
       opt("staleAfterS", &S::stale_after_s),
       opt("protocol", &S::protocol),
       opt("cancel", &S::cancel)};
@@ -147,7 +148,8 @@ struct Wire<JobAssignment> {
       req("leaseId", &S::lease_id),
       req("runner", &S::runner),
       req("kind", &S::kind),
-      req("spec", &S::spec)};
+      req("spec", &S::spec),
+      opt("leaseTtlS", &S::lease_ttl_s)};
 };
 template <>
 struct Wire<PollResponse> {

@@ -175,6 +175,8 @@ struct RegisterResponse {
   std::string worker_token;
   double poll_timeout_s = 30;
   double lease_ttl_s = 90;
+  // Runner -> lease TTL in seconds, for the worker's runners whose leases have a TTL other than lease_ttl_s.
+  std::map<std::string, double> runner_lease_ttl_s;
   double stale_after_s = 60;
   int protocol = kVersion;
   std::vector<CancelOrder> cancel;  // attempts from `running` that the worker must stop
@@ -195,6 +197,7 @@ struct JobAssignment {
   std::string runner;
   std::string kind = "command";      // "command" | "training"
   JobSpec spec;
+  std::optional<double> lease_ttl_s; // the TTL of this lease (its runner's); absent from an older server
 };
 
 // 200 reply to a poll: empty lists and a null directive when the poll timed out.

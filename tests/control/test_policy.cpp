@@ -214,3 +214,30 @@ TEST(Validate, AnEventReasonOnlyWithStateLost) {
   ASSERT_FALSE(v);
   EXPECT_NE(v.error().message.find("reason"), std::string::npos);
 }
+
+TEST(Liveness, EachLeaseRunsOnItsRunnersTtl) {
+  Liveness l(10s, 5s, {{"slurm", 100s}});
+  EXPECT_EQ(l.lease_ttl("slurm"), 100s);
+  EXPECT_EQ(l.lease_ttl("process"), 10s);
+  auto t0 = Liveness::Clock::time_point{} + 1000s;
+  l.lease_renewed("P", t0, "process");
+  l.lease_renewed("S", t0, "slurm");
+  EXPECT_EQ(l.next_deadline(), t0 + 10s);
+  auto e = l.take_expired(t0 + 10s);
+  EXPECT_EQ(e.lost_leases, std::vector<std::string>{"P"});
+  EXPECT_EQ(e.lost_lease_ttls, std::vector<Liveness::Duration>{10s});
+  // A renewal or a held poll that does not name the runner keeps the lease's own TTL.
+  l.lease_renewed("S", t0 + 50s);
+  EXPECT_TRUE(l.take_expired(t0 + 149s).lost_leases.empty());
+  l.lease_hold("S");
+  EXPECT_FALSE(l.next_deadline());
+  l.lease_release("S", t0 + 60s);
+  EXPECT_TRUE(l.take_expired(t0 + 159s).lost_leases.empty());
+  auto e2 = l.take_expired(t0 + 160s);
+  EXPECT_EQ(e2.lost_leases, std::vector<std::string>{"S"});
+  EXPECT_EQ(e2.lost_lease_ttls, std::vector<Liveness::Duration>{100s});
+  // A lease first seen in a held poll (after a restart of the server, say) takes its runner's TTL from it.
+  l.lease_hold("S2", "slurm");
+  l.lease_release("S2", t0 + 200s);
+  EXPECT_EQ(l.next_deadline(), t0 + 300s);
+}

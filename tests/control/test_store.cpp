@@ -205,7 +205,7 @@ TEST_F(StoreTest, LostLeaseRequeuesThenFencesTheOldWorker) {
   EXPECT_EQ(old.reply.cancel[0].reason, p::CancelReason::lease_lost);
   auto cur = poll(w2, {{"process", 1}}, {{j, a2.lease_id}});
   EXPECT_TRUE(cur.reply.cancel.empty());
-  EXPECT_EQ(cur.renewed_leases, std::vector<std::string>{a2.lease_id});
+  EXPECT_EQ(cur.renewed_leases, (std::vector<LeaseRef>{{a2.lease_id, "process"}}));
   // The last attempt lost: the job is lost.
   EXPECT_FALSE(store_->expire_lease(a2.lease_id, "test", now()).requeued);
   EXPECT_EQ(store_->get_job(j)->state, p::JobState::lost);
@@ -300,7 +300,7 @@ TEST_F(StoreTest, ReregisterKeepsIdAndReconcilesRunning) {
   auto again = store_->register_worker(r, agent_, now()).value();
   EXPECT_FALSE(again.created);
   EXPECT_EQ(again.reply.worker_id, w);
-  EXPECT_EQ(again.renewed_leases, std::vector<std::string>{lease});
+  EXPECT_EQ(again.renewed_leases, (std::vector<LeaseRef>{{lease, "process"}}));
   ASSERT_EQ(again.reply.cancel.size(), 1u);
   EXPECT_EQ(again.reply.cancel[0].job_id, "job_gone");
   auto info = store_->list_workers().workers.at(0);
@@ -318,7 +318,7 @@ TEST_F(StoreTest, StateSurvivesReopen) {
   store_ = Store::open(path_);
   auto live = store_->live_state();
   EXPECT_EQ(live.active_workers, std::vector<std::string>{w});
-  EXPECT_EQ(live.live_leases, std::vector<std::string>{lease});
+  EXPECT_EQ(live.live_leases, (std::vector<LeaseRef>{{lease, "process"}}));
   EXPECT_EQ(store_->read_log(j, "stdout", 0, std::nullopt, 100)->data, "abc");
   EXPECT_TRUE(store_->mark_stale(w));
   EXPECT_FALSE(store_->mark_stale(w));
@@ -561,7 +561,7 @@ TEST_F(StoreTest, TakeoverMovesListedAttemptsWithTheirLeaseAndLosesTheRest) {
   EXPECT_TRUE(out.reply.cancel.empty()) << out.reply.cancel.at(0).job_id;
   EXPECT_EQ(out.replaced_workers, std::vector<std::string>{old});
   EXPECT_EQ(out.adopted_leases, (std::vector<std::string>{kept_lease, finished_lease}));
-  EXPECT_EQ(out.renewed_leases, std::vector<std::string>{kept_lease});
+  EXPECT_EQ(out.renewed_leases, (std::vector<LeaseRef>{{kept_lease, "process"}}));
   EXPECT_EQ(out.lost_leases, std::vector<std::string>{dropped_lease});
   ASSERT_EQ(out.requeued.size(), 1u);
   tracked += store_->take_changes();
@@ -702,4 +702,18 @@ TEST_F(StoreTest, WorkerStoppingAndLeaseExpiredRequeueWhileAttemptsRemain) {
     lost2.reason = reason;
     EXPECT_EQ(store_->apply_event(j, lost2, w, now())->reply.job_state, p::JobState::lost) << p::to_string(reason);
   }
+}
+
+TEST_F(StoreTest, LiveStateCarriesEachLeasesRunnerForItsTtlAfterARestart) {
+  std::string p1 = submit("process"), s1 = submit("slurm");
+  std::string w = worker({"process", "slurm"});
+  auto jobs = poll(w, {{"process", 1}, {"slurm", 1}}).reply.jobs;
+  ASSERT_EQ(jobs.size(), 2u);
+  store_.reset();
+  store_ = Store::open(path_);
+  auto live = store_->live_state().live_leases;
+  std::sort(live.begin(), live.end(), [](const LeaseRef& a, const LeaseRef& b) { return a.runner < b.runner; });
+  const auto& pl = jobs[0].runner == "process" ? jobs[0] : jobs[1];
+  const auto& sl = jobs[0].runner == "slurm" ? jobs[0] : jobs[1];
+  EXPECT_EQ(live, (std::vector<LeaseRef>{{pl.lease_id, "process"}, {sl.lease_id, "slurm"}}));
 }

@@ -123,3 +123,34 @@ TEST(LostReason, AnOverCapacityRefusalIsAcceptedAsTheFirstEventAndRequeuesWithou
   bad.reason = p::EventReason::worker_stopping;
   EXPECT_EQ(WorkerApi::outcome(api.post_event(w, job, bad)), "400 invalidField");
 }
+
+TEST(LeaseTtl, EachRunnersLeasesRunOnTheirOwnTtlAlsoAfterARestart) {
+  ControlServer cp({.poll_timeout = "200ms", .lease_ttl = "60s", .extra_args = {"--runner-lease-ttl", "slurm=1s"}});
+  WorkerApi api(cp);
+  auto w = api.register_with(WorkerApi::registration(std::nullopt, {}, {"process", "slurm"}));
+  EXPECT_EQ(w.reply.lease_ttl_s, 60);
+  EXPECT_EQ(w.reply.runner_lease_ttl_s, (std::map<std::string, double>{{"slurm", 1}}));
+  std::string slurm_job = api.submit("slurm", 1), process_job = api.submit("process", 1);
+  auto jobs = api.poll(w, {{"process", 1}, {"slurm", 1}}).jobs;
+  ASSERT_EQ(jobs.size(), 2u);
+  for (const auto& j : jobs) EXPECT_EQ(j.lease_ttl_s, j.runner == "slurm" ? 1 : 60) << j.runner;
+
+  // After a restart each live lease gets its runner's TTL again: the Slurm attempt is lost within seconds,
+  // the process attempt keeps running.
+  cp.kill9();
+  cp.restart();
+  WorkerApi after(cp);  // the old client's pooled connections died with the server
+  auto r = after.send(http::Method::get, p::job_path(slurm_job) + "?waitS=20", cp.admin_token());
+  auto job = p::parse_as<p::JobInfo>(r.body).value();
+  EXPECT_EQ(job.state, p::JobState::lost) << r.body;
+  EXPECT_EQ(job.attempts.at(0).message, "lease not renewed for 1s");
+  EXPECT_EQ(after.job_info(process_job).state, p::JobState::running);
+}
+
+TEST(LeaseTtl, AMalformedRunnerLeaseTtlKeepsTheServerFromStarting) {
+  for (const char* bad : {"slurm", "=30m", "slurm=soon", "slurm=0s"})
+    EXPECT_THROW(ControlServer({.extra_args = {"--runner-lease-ttl", bad},
+                                .start_timeout = std::chrono::milliseconds(10'000)}),
+                 std::runtime_error)
+        << bad;
+}

@@ -226,6 +226,21 @@ TEST(Protocol, SeamFieldsOfIssue15AreOptionalAndRoundTrip) {
   p::ErrorBody e{"outOfOrder", "behind", std::nullopt, 5};
   EXPECT_EQ(p::error_document(e), R"({"error":{"code":"outOfOrder","message":"behind","lastSeq":5}})");
   EXPECT_EQ(p::parse_error_document(p::error_document(e))->last_seq, 5);
+
+  p::RegisterResponse reg;
+  reg.worker_id = "wrk_1";
+  EXPECT_EQ(p::to_json_text(reg).find("runnerLeaseTtlS"), std::string::npos) << "omitted when empty";
+  reg.runner_lease_ttl_s = {{"slurm", 1800}};
+  auto reg_text = p::to_json_text(reg);
+  EXPECT_NE(reg_text.find(R"("runnerLeaseTtlS":{"slurm":1800})"), std::string::npos) << reg_text;
+  EXPECT_EQ(p::parse_as<p::RegisterResponse>(reg_text)->runner_lease_ttl_s, reg.runner_lease_ttl_s);
+
+  auto a = p::parse_as<p::JobAssignment>(
+      R"({"jobId":"j","attempt":1,"leaseId":"l","runner":"slurm","kind":"command","spec":{"argv":["x"]}})");
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_FALSE(a->lease_ttl_s);
+  a->lease_ttl_s = 1800;
+  EXPECT_NE(p::to_json_text(*a).find(R"("leaseTtlS":1800)"), std::string::npos);
 }
 
 TEST(Protocol, EventReasonsHaveCamelCaseWireNames) {
