@@ -3,6 +3,8 @@
 #include <new>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/this_coro.hpp>
 
 #include "common/duration.hpp"
@@ -419,12 +421,30 @@ asio::awaitable<HttpReply> Service::poll(std::string worker_id, const HttpReques
       rearm_clocks();
       co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     }
+    auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none) {
+      // The client closed the connection: that ends its contact. Recorded by a coroutine of its own, since
+      // every further co_await of this cancelled one throws.
+      asio::co_spawn(ex_, note_contact(worker_id), asio::detached);
+      throw boost::system::system_error(asio::error::operation_aborted);
+    }
     if (waiter.why != PollHub::Why::woken) {
       // Timed out, superseded by a newer poll, or shutting down: the last outcome still stands (no news).
+      // Its reply ends the worker's contact: lastSeen is the end of the held poll, not its start.
+      if (!stopping_) co_await note_contact(worker_id);
       co_return json_reply(200, r->reply);
     }
     woken = true;
     body->free = waiter.free;  // slots freed by final events while parked (PollHub::slot_freed)
+  }
+}
+
+asio::awaitable<void> Service::note_contact(std::string worker_id) {
+  try {
+    auto op = [worker_id](Store& s) { return s.touch_worker(worker_id, wall_now()); };
+    co_await db_.run(std::move(op));
+  } catch (const std::exception& e) {
+    log_->warn("cannot record the end of worker {}'s poll (lastSeen): {}", worker_id, printable_excerpt(e.what(), 1024));
   }
 }
 

@@ -158,6 +158,9 @@ class Service {
   // Store::purge) and logs what it deleted. Throws as DbWorker::run.
   boost::asio::awaitable<protocol::PurgeResponse> purge(std::chrono::milliseconds older_than);
 
+  // Records the end of a worker's contact (its lastSeen, docs/protocol.md 8.11) when a held poll ends. Never
+  // throws: a failure is logged (the poll is answered anyway).
+  boost::asio::awaitable<void> note_contact(std::string worker_id);
   // Starts the clocks of a poll that was answered now.
   void settle_poll(const std::string& worker_id, const PollOutcome& out);
   // True when the reply carries something the worker has not been told yet.

@@ -280,6 +280,14 @@ protocol::WorkerList Store::list_workers(const std::optional<std::string>& after
   return out;
 }
 
+bool Store::touch_worker(const std::string& worker_id, WallTime now) {
+  // To the second, like a poll's: a burst of events then commits no extra write.
+  db_.query("UPDATE workers SET last_seen=? WHERE id=? AND last_seen<?")
+      .bind(protocol::format_time(now), worker_id, protocol::format_time(now - std::chrono::seconds(1)))
+      .run();
+  return db_.changes() > 0;
+}
+
 bool Store::mark_stale(const std::string& worker_id) {
   db_.query("UPDATE workers SET status='stale' WHERE id=? AND status='active'").bind(worker_id).run();
   if (db_.changes() == 0) return false;

@@ -201,6 +201,9 @@ class Store {
   // One page of workers in id order (ids are ULIDs: registration order), after the worker id `after` (the
   // previous page's next_cursor) or from the first; next_cursor is set when more follow.
   protocol::WorkerList list_workers(const std::optional<std::string>& after = std::nullopt, const PageSpec& page = {});
+  // Records contact with `worker_id` at `now` (its lastSeen, kept to the second: nothing is written when the
+  // stored value is less than a second older). Returns true when it wrote. Any status; an unknown id is no-op.
+  bool touch_worker(const std::string& worker_id, WallTime now);
   // Marks `worker_id` stale if it is active. Returns true when it changed.
   bool mark_stale(const std::string& worker_id);
 

@@ -717,3 +717,12 @@ TEST_F(StoreTest, LiveStateCarriesEachLeasesRunnerForItsTtlAfterARestart) {
   const auto& sl = jobs[0].runner == "slurm" ? jobs[0] : jobs[1];
   EXPECT_EQ(live, (std::vector<LeaseRef>{{pl.lease_id, "process"}, {sl.lease_id, "slurm"}}));
 }
+
+TEST_F(StoreTest, TouchWorkerKeepsLastSeenToTheSecond) {
+  auto t0 = now();
+  std::string w = worker();  // lastSeen t0 (about)
+  EXPECT_FALSE(store_->touch_worker(w, t0 + std::chrono::milliseconds(500))) << "within a second: not written";
+  EXPECT_TRUE(store_->touch_worker(w, t0 + std::chrono::seconds(5)));
+  EXPECT_EQ(store_->list_workers().workers.at(0).last_seen, p::format_time(t0 + std::chrono::seconds(5)));
+  EXPECT_FALSE(store_->touch_worker("wrk_nope", t0));
+}

@@ -2,6 +2,7 @@
 // per-runner lease TTLs (section 5), what lastSeen means (8.11).
 #include <gtest/gtest.h>
 
+#include "common/time.hpp"
 #include "tests/control/worker_api.hpp"
 
 namespace p = nymph::protocol;
@@ -153,4 +154,39 @@ TEST(LeaseTtl, AMalformedRunnerLeaseTtlKeepsTheServerFromStarting) {
                                 .start_timeout = std::chrono::milliseconds(10'000)}),
                  std::runtime_error)
         << bad;
+}
+
+TEST(LastSeen, IsTheEndOfAHeldPollNotItsStart) {
+  using namespace std::chrono_literals;
+  ControlServer cp({.poll_timeout = "2500ms"});
+  WorkerApi api(cp);
+  auto w = api.register_with(WorkerApi::registration());
+  auto sent = std::chrono::system_clock::now();
+  auto reply = api.poll(w, {{"process", 1}});  // nothing queued: held for the whole poll timeout
+  auto answered = std::chrono::system_clock::now();
+  EXPECT_TRUE(reply.jobs.empty());
+  ASSERT_GE(answered - sent, 2000ms) << "the poll was not held";
+  // The reply has arrived, so its end was recorded before it was sent.
+  auto seen = nymph::parse_time(api.worker_info(w.id).last_seen).value();
+  EXPECT_GE(seen, sent + 2000ms) << "lastSeen " << api.worker_info(w.id).last_seen << " is the poll's start";
+  EXPECT_LE(seen, answered);
+}
+
+TEST(LastSeen, AnEventOrALogUploadIsContactToo) {
+  ControlServer cp({.poll_timeout = "1500ms"});
+  WorkerApi api(cp);
+  auto w = api.register_with(WorkerApi::registration());
+  std::string job = api.submit();
+  auto lease = api.poll(w, {{"process", 1}}).jobs.at(0).lease_id;
+  // Another worker's held poll passes 1.5 s in which `w` has no contact (lastSeen is kept to the second).
+  auto clock = api.register_with(WorkerApi::registration());
+  api.poll(clock, {{"process", 0}});
+  auto sent = std::chrono::system_clock::now();
+  ASSERT_EQ(WorkerApi::outcome(api.post_event(w, job, WorkerApi::event(lease, 1, p::EventState::running))), "200");
+  EXPECT_GE(nymph::parse_time(api.worker_info(w.id).last_seen).value(), sent) << "the event was not contact";
+  api.poll(clock, {{"process", 0}});
+  auto sent_log = std::chrono::system_clock::now();
+  auto log = api.send(http::Method::put, p::log_put_target(job, p::LogStream::out, 0, lease), w.credential, "x");
+  ASSERT_EQ(WorkerApi::outcome(log), "200");
+  EXPECT_GE(nymph::parse_time(api.worker_info(w.id).last_seen).value(), sent_log) << "the upload was not contact";
 }
