@@ -319,7 +319,9 @@ asio::awaitable<HttpReply> Service::register_worker(const Principal& by, const H
   for (const auto& l : r->renewed_leases) liveness_.lease_renewed(l.lease_id, now, l.runner);
   rearm_clocks();
   for (const auto& w : r->replaced_workers) {
-    // Gone: its held poll is answered (empty) and it is no longer watched for staleness.
+    // Gone, its credential void (401 from now on): its held poll is answered (empty) and it is no longer
+    // watched for staleness.
+    forget_worker_credential(w);
     liveness_.worker_forget(w);
     cancels_sent_.erase(w);
     hub_.wake_worker(w);

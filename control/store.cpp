@@ -121,7 +121,10 @@ void Store::take_over(const std::string& worker_id, const std::string& identity,
   const std::string why = "its worker was replaced by worker " + worker_id;
   for (const auto& [id, status] : predecessors) {
     worker_moved(protocol::parse_worker_status(status), protocol::WorkerStatus::gone);
-    db_.query("UPDATE workers SET status='gone', exit_reason='killed', exit_message=?, last_seen=? WHERE id=?")
+    // Its credential ends with it (401): a replaced agent exits instead of re-registering and taking the
+    // attempts back.
+    db_.query("UPDATE workers SET status='gone', exit_reason='killed', exit_message=?, last_seen=?, "
+              "credential_hash=NULL WHERE id=?")
         .bind("replaced by worker " + worker_id, when, id)
         .run();
     out.replaced_workers.push_back(id);

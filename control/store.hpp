@@ -185,7 +185,8 @@ class Store {
   // replacing the previous one) and reconciles the attempts it lists as running. forbidden (403) when the
   // launchId was registered with another token.
   // Takeover, when `req.identity` is not empty: every other worker registered with the same token and
-  // identity that is not gone (a predecessor) becomes gone (exitReason killed, "replaced by worker ...");
+  // identity that is not gone (a predecessor) becomes gone (exitReason killed, "replaced by worker ...") and
+  // its credential stops working;
   // the listed attempts of any other worker of that token and identity (gone ones included) that are still
   // their job's current attempt move to this worker with the same lease id; a predecessor's other live
   // attempts are lost (the job re-queued while attempts remain).

@@ -32,7 +32,8 @@ TEST(Takeover, ANewManagerOfTheIdentityCarriesTheListedLeasesOnAndTheRestIsReque
   EXPECT_EQ(gone.exit_reason, p::ExitReason::killed);
   EXPECT_EQ(gone.exit_message, "replaced by worker " + fresh.id);
   EXPECT_EQ(gone.identity, "alice@c1");
-  EXPECT_EQ(WorkerApi::outcome(api.poll_raw(old, {{"process", 1}})), "404 unknownWorker");
+  // Its credential ended with it: a replaced agent exits (401) instead of re-registering and taking back.
+  EXPECT_EQ(WorkerApi::outcome(api.poll_raw(old, {{"process", 1}})), "401 unauthorized");
   EXPECT_EQ(api.metric("nymph_workers{status=\"gone\"}"), 1);
   EXPECT_EQ(api.metric("nymph_workers{status=\"active\"}"), 1);
 
@@ -42,7 +43,7 @@ TEST(Takeover, ANewManagerOfTheIdentityCarriesTheListedLeasesOnAndTheRestIsReque
   EXPECT_EQ(k.attempt, 1);
   EXPECT_EQ(k.attempts.at(0).lease_id, kept_lease);
   EXPECT_EQ(WorkerApi::outcome(api.post_event(old, kept, WorkerApi::event(kept_lease, 2, p::EventState::failed))),
-            "403 forbidden");
+            "401 unauthorized");
   EXPECT_TRUE(api.poll(fresh, {{"process", 0}}, {{kept, kept_lease}}).cancel.empty());
   EXPECT_EQ(WorkerApi::outcome(api.post_event(fresh, kept, WorkerApi::event(kept_lease, 2, p::EventState::succeeded))),
             "200");
@@ -52,8 +53,8 @@ TEST(Takeover, ANewManagerOfTheIdentityCarriesTheListedLeasesOnAndTheRestIsReque
   auto d = api.job_info(dropped);
   EXPECT_EQ(d.attempts.at(0).state, p::AttemptState::lost);
   EXPECT_EQ(d.attempts.at(0).message, "its worker was replaced by worker " + fresh.id);
-  EXPECT_EQ(WorkerApi::outcome(api.post_event(old, dropped, WorkerApi::event(dropped_lease, 1, p::EventState::running))),
-            "409 leaseLost");
+  EXPECT_EQ(WorkerApi::outcome(api.post_event(fresh, dropped, WorkerApi::event(dropped_lease, 1, p::EventState::running))),
+            "403 forbidden");
   auto again = api.poll(fresh, {{"process", 1}}).jobs;
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].job_id, dropped);
