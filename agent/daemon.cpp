@@ -171,6 +171,7 @@ struct Daemon::Impl {
     r.capacity = settings.capacity;
     r.profiles = settings.profiles;
     r.slurm = settings.allocation;
+    if (!settings.identity.empty()) r.identity = settings.identity;
     for (const auto& [id, a] : attempts)
       if (!a->stopped()) r.running.push_back({a->job_id, a->lease_id});
     return r;
