@@ -163,6 +163,7 @@ std::optional<std::uint64_t> process_start_time(pid_t pid) {
   std::string field;
   for (int i = 3; i <= 22; ++i) {
     if (!(rest >> field)) return std::nullopt;
+    if (i == 3 && (field == "Z" || field == "X")) return std::nullopt;  // exited, not yet reaped
     if (i == 22) {
       try {
         return std::stoull(field);

@@ -72,7 +72,7 @@ struct LeaseDecision {
 LeaseDecision judge_lease(const Result<ManagerLease>& content, std::string_view this_host, WallTime now,
                           bool pid_alive);
 
-// /proc/<pid>/stat starttime of `pid`, or nullopt when it does not exist (or cannot be read).
+// /proc/<pid>/stat starttime of `pid`, or nullopt when it does not exist, has exited (a zombie) or cannot be read.
 std::optional<std::uint64_t> process_start_time(pid_t pid);
 
 // judge_lease on the file in `state_dir`: reads manager.json and looks at /proc. A missing file is free.
