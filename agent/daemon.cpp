@@ -211,7 +211,7 @@ struct Daemon::Impl {
                              std::chrono::milliseconds(static_cast<long long>(r->poll_timeout_s * 1000)));
         log->info("registered as worker {} (label {}, launch {})", worker_id, settings.label, settings.launch_id);
         handle_cancel_orders(r->cancel);
-        resume_adopted();
+        resume_adopted(r->last_seq);
         lifecycle.registered(Clock::now());
         write_status();
         co_return true;
@@ -228,12 +228,14 @@ struct Daemon::Impl {
   }
 
   // Re-attaches to the attempts a previous run left running that the control plane still wants.
-  void resume_adopted() {
+  // `last_seq`: the highest seq the control plane applied of each lease; the resumed attempt's events follow it.
+  void resume_adopted(const std::map<std::string, std::int64_t>& last_seq) {
     std::vector<Attempt*> pending;
     for (auto& [id, a] : attempts)
       if (a->adopted_pending) pending.push_back(a.get());
     for (Attempt* a : pending) {
       a->adopted_pending = false;
+      if (auto it = last_seq.find(a->lease_id); it != last_seq.end()) a->outbox.continue_after(it->second);
       a->shipper_active = true;
       a->run_active = true;
       log->info("job {}: resuming attempt {} left running by a previous run", a->job_id, a->number);

@@ -98,7 +98,8 @@ ApiResult<RegisterOutcome> Store::register_worker(const protocol::RegisterReques
   if (identity)
     take_over(out.reply.worker_id, *identity, by, req, out, now);
   else
-    reconcile(out.reply.worker_id, req.running, out.reply.cancel, out.renewed_leases);
+    reconcile(out.reply.worker_id, req.running, out.reply.cancel, out.renewed_leases, {}, nullptr,
+              &out.reply.last_seq);
   return out;
 }
 
@@ -116,7 +117,8 @@ void Store::take_over(const std::string& worker_id, const std::string& identity,
       if (q.text(1) != "gone") predecessors.emplace_back(q.text(0), q.text(1));
     }
   }
-  reconcile(worker_id, req.running, out.reply.cancel, out.renewed_leases, adoptable, &out.adopted_leases);
+  reconcile(worker_id, req.running, out.reply.cancel, out.renewed_leases, adoptable, &out.adopted_leases,
+            &out.reply.last_seq);
   const std::string when = protocol::format_time(now);
   const std::string why = "its worker was replaced by worker " + worker_id;
   for (const auto& [id, status] : predecessors) {
@@ -155,7 +157,8 @@ std::optional<AttemptRow> Store::attempt_of(const std::string& lease_id) {
 
 void Store::reconcile(const std::string& worker_id, const std::vector<protocol::AttemptRef>& running,
                       std::vector<protocol::CancelOrder>& cancel, std::vector<LeaseRef>& renewed,
-                      const std::vector<std::string>& adoptable, std::vector<std::string>* adopted) {
+                      const std::vector<std::string>& adoptable, std::vector<std::string>* adopted,
+                      std::map<std::string, std::int64_t>* last_seq) {
   for (const auto& ref : running) {
     auto a = attempt_of(ref.lease_id);
     if (a && a->job_id == ref.job_id && a->worker_id != worker_id && a->current() &&
@@ -171,6 +174,7 @@ void Store::reconcile(const std::string& worker_id, const std::vector<protocol::
       cancel.push_back({ref.job_id, ref.lease_id, protocol::CancelReason::lease_lost});
       continue;
     }
+    if (last_seq) (*last_seq)[ref.lease_id] = a->last_seq;
     if (!a->live()) continue;  // final: the worker still owes us nothing but the event ack
     renewed.push_back({ref.lease_id, a->runner});
     if (a->cancel_requested) cancel.push_back({ref.job_id, ref.lease_id, protocol::CancelReason::user});

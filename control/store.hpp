@@ -274,10 +274,11 @@ class Store {
   // Answers the attempts a worker lists as running: renewed when live and its own (cancel user when a cancel
   // is pending), cancel leaseLost when not its job's current attempt or another worker's. An attempt of a
   // worker in `adoptable` (takeover) first moves to `worker_id`, keeping its lease id, and is listed in
-  // `adopted`.
+  // `adopted`. `last_seq` (when given) gets the highest applied seq of each attempt that stays with the worker.
   void reconcile(const std::string& worker_id, const std::vector<protocol::AttemptRef>& running,
                  std::vector<protocol::CancelOrder>& cancel, std::vector<LeaseRef>& renewed,
-                 const std::vector<std::string>& adoptable = {}, std::vector<std::string>* adopted = nullptr);
+                 const std::vector<std::string>& adoptable = {}, std::vector<std::string>* adopted = nullptr,
+                 std::map<std::string, std::int64_t>* last_seq = nullptr);
   // The takeover half of register_worker (see there) for `worker_id` registering with `identity`.
   void take_over(const std::string& worker_id, const std::string& identity, const TokenRecord& by,
                  const protocol::RegisterRequest& req, RegisterOutcome& out, WallTime now);

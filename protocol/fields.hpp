@@ -129,7 +129,8 @@ struct Wire<RegisterResponse> {
       opt("runnerLeaseTtlS", &S::runner_lease_ttl_s, Emit::unless_empty),
       opt("staleAfterS", &S::stale_after_s),
       opt("protocol", &S::protocol),
-      opt("cancel", &S::cancel)};
+      opt("cancel", &S::cancel),
+      opt("lastSeq", &S::last_seq, Emit::unless_empty)};
 };
 template <>
 struct Wire<PollRequest> {

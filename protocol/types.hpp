@@ -180,6 +180,10 @@ struct RegisterResponse {
   double stale_after_s = 60;
   int protocol = kVersion;
   std::vector<CancelOrder> cancel;  // attempts from `running` that the worker must stop
+  // leaseId -> the highest event seq applied, for each attempt of `running` that stays with this worker
+  // (renewed or taken over): the worker's next event of that lease must use a higher seq (a repeated seq is a
+  // duplicate and would be dropped). Absent from servers that do not send it.
+  std::map<std::string, std::int64_t> last_seq;
 };
 
 // POST /v1/workers/{id}/poll

@@ -189,8 +189,9 @@ class ManagerHandover : public ::testing::Test {
         finals += s == "succeeded" || s == "failed" || s == "cancelled" || s == "lost";
       }
       EXPECT_EQ(finals, 1) << json::serialize(j);
-      if (!worker_id.empty())
+      if (!worker_id.empty()) {
         EXPECT_EQ(field(j["attempts"].as_array()[0].as_object(), "workerId"), worker_id) << json::serialize(j);
+      }
     }
   }
 
@@ -220,7 +221,9 @@ class ManagerHandover : public ::testing::Test {
       const auto& s = states["nymph-" + id];
       EXPECT_EQ(s.size(), 1u) << "nymph-" << id << " was submitted " << s.size() << " times";
       for (const auto& st : s) EXPECT_EQ(st.find("CANCELLED"), std::string::npos) << "nymph-" << id << ": " << st;
-      if (!s.empty()) EXPECT_EQ(s.back(), "COMPLETED") << "nymph-" << id;
+      if (!s.empty()) {
+        EXPECT_EQ(s.back(), "COMPLETED") << "nymph-" << id;
+      }
     }
   }
 
