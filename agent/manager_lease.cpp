@@ -19,6 +19,7 @@
 #include "common/files.hpp"
 #include "common/text.hpp"
 #include "common/time.hpp"
+#include "slurm/parse.hpp"
 
 namespace nymph::agent {
 
@@ -310,15 +311,8 @@ Result<void> replace_holder(const fs::path& state_dir, std::string_view this_hos
 }
 
 std::optional<std::string> parse_cluster_name(std::string_view text) {
-  std::istringstream in{std::string(text)};
-  for (std::string line; std::getline(in, line);) {
-    auto eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    if (trim(std::string_view(line).substr(0, eq)) != "ClusterName") continue;
-    std::string value(trim(std::string_view(line).substr(eq + 1)));
-    if (is_valid_cluster_name(value)) return value;
-    return std::nullopt;
-  }
+  std::string value = slurm::parse_cluster_name(text);
+  if (is_valid_cluster_name(value)) return value;
   return std::nullopt;
 }
 

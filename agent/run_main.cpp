@@ -26,6 +26,7 @@
 #include "runners/profile.hpp"
 #include "runners/slurm/slurm_runner.hpp"
 #include "slurm/child_command_runner.hpp"
+#include "slurm/commands.hpp"
 
 namespace nymph::agent {
 
@@ -111,7 +112,7 @@ std::string resolve_cluster(const AgentConfig& c, asio::io_context& ioc, const s
   if (!c.manager.cluster.empty()) return c.manager.cluster;
   slurm::ChildCommandRunner commands;
   std::optional<std::string> found;
-  std::vector<std::string> argv{"scontrol", "show", "config"};
+  std::vector<std::string> argv = slurm::show_config_argv("scontrol");
   asio::co_spawn(ioc, commands.run(argv, slurm::scrubbed_environment(), c.slurm.command_timeout),
                  [&](std::exception_ptr e, Result<slurm::CommandResult> r) {
                    if (e) std::rethrow_exception(e);

@@ -14,6 +14,7 @@
 #include "agent/manager_lease.hpp"
 #include "installer/install.hpp"
 #include "installer/process.hpp"
+#include "slurm/commands.hpp"
 #include "installer/launches.hpp"
 
 namespace nymph::installer {
@@ -37,7 +38,7 @@ std::string short_hostname() {
 
 // ClusterName from `scontrol show config` (bounded to 10 s), or "" when scontrol is missing, fails or names none.
 std::string scontrol_cluster() {
-  auto r = run_bounded({"scontrol", "show", "config"}, {}, std::chrono::seconds(10));
+  auto r = run_bounded(slurm::show_config_argv("scontrol"), {}, std::chrono::seconds(10));
   if (!r || r->exit_code != 0) return {};
   return agent::parse_cluster_name(r->out).value_or("");
 }
