@@ -251,6 +251,25 @@ void read_slurm(TableReader& r, SlurmSection& s) {
   r.reject_unknown_keys();
 }
 
+// A cluster name goes into the identity "<user>@<cluster>" and into a directory name.
+bool is_cluster_name(const std::string& s) {
+  static const std::regex re("[A-Za-z0-9][A-Za-z0-9_.-]{0,63}");
+  return std::regex_match(s, re);
+}
+
+void read_manager(TableReader& r, ManagerSection& m) {
+  r.string("cluster", m.cluster);
+  if (auto* n = r.find("cluster"); n && !is_cluster_name(m.cluster))
+    r.fail_at(*n, "cluster", "expected 1-64 letters, digits, '_', '.', '-' starting with a letter or digit, got '" +
+                                 m.cluster + "'");
+  r.path("state_dir", m.state_dir);
+  r.duration("heartbeat_interval", m.heartbeat_interval);
+  if (auto* n = r.find("heartbeat_interval");
+      n && (m.heartbeat_interval < milliseconds(100) || m.heartbeat_interval > milliseconds(3'600'000)))
+    r.fail_at(*n, "heartbeat_interval", "must be between 100ms and 1h");
+  r.reject_unknown_keys();
+}
+
 void read_profiles(const toml::table& t, const std::string& source, std::vector<ProfileConfig>& out) {
   static const std::regex name_re("[A-Za-z0-9][A-Za-z0-9_.-]{0,63}");
   TableReader r(t, "profiles", source);
@@ -319,6 +338,10 @@ Result<AgentConfig> parse_config(std::string_view text, const std::string& sourc
         read_slurm(r, config.slurm);
       }
       rr.reject_unknown_keys();
+    }
+    if (auto* t = top.table("manager")) {
+      TableReader r(*t, "manager", source);
+      read_manager(r, config.manager);
     }
     if (auto* t = top.table("profiles")) read_profiles(*t, source, config.profiles);
     if (auto* t = top.table("log")) {

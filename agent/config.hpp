@@ -47,13 +47,20 @@ struct SlurmSection {
   std::string enabled = "auto";          // auto | true | false
   milliseconds poll_interval{10'000};
   std::string account, qos, partition;
-  std::filesystem::path launch_dir;      // default: the daemon's working directory
+  std::filesystem::path launch_dir;      // default: <manager state_dir>/slurm (inside an allocation: the working directory)
   int max_jobs = 100;
   milliseconds max_poll_duration{24 * 3'600'000};
   milliseconds max_queue_duration{7 * 24 * 3'600'000};
   milliseconds command_timeout{30'000};
   std::string sbatch = "sbatch", squeue = "squeue", sacct = "sacct", scancel = "scancel";
   bool keep_job_dirs = false;
+};
+
+// [manager]: the manager identity (docs/config.md). Only a daemon outside a Slurm allocation is a manager.
+struct ManagerSection {
+  std::string cluster;                   // default: ClusterName from `scontrol show config`, else the short host name
+  std::filesystem::path state_dir;       // default: $XDG_DATA_HOME (or ~/.local/share)/nymph/managers/<cluster>
+  milliseconds heartbeat_interval{10'000};  // how often manager.json is rewritten
 };
 
 // One entry of [profiles]: name = "/abs/script" or name = { script = "...", parameters = [...], max_input_bytes = N }.
@@ -75,6 +82,7 @@ struct AgentConfig {
   WorkerConfig worker;
   ProcessSection process;
   SlurmSection slurm;
+  ManagerSection manager;
   std::vector<ProfileConfig> profiles;
   LogConfig log;
 };

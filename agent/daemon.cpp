@@ -208,6 +208,7 @@ struct Daemon::Impl {
     r.capacity = settings.capacity;
     r.profiles = settings.profiles;
     r.slurm = settings.allocation;
+    if (!settings.identity.empty()) r.identity = settings.identity;
     for (const auto& [id, a] : attempts)
       if (a->listed()) r.running.push_back({a->job_id, a->lease_id});
     return r;
@@ -253,7 +254,7 @@ struct Daemon::Impl {
         for (const auto& [runner, ttl] : r->runner_lease_ttl_s) runner_lease_ttl[runner] = seconds_to_ms(ttl, lease_ttl);
         renew(request.running);
         handle_cancel_orders(r->cancel);
-        resume_adopted();
+        resume_adopted(r->last_seq);
         lifecycle.registered(Clock::now());
         write_status();
         co_return true;
@@ -312,12 +313,14 @@ struct Daemon::Impl {
   }
 
   // Re-attaches to the attempts a previous run left running that the control plane still wants.
-  void resume_adopted() {
+  // `last_seq`: the highest seq the control plane applied of each lease; the resumed attempt's events follow it.
+  void resume_adopted(const std::map<std::string, std::int64_t>& last_seq) {
     std::vector<Attempt*> pending;
     for (auto& [id, a] : attempts)
       if (a->adopted_pending) pending.push_back(a.get());
     for (Attempt* a : pending) {
       a->adopted_pending = false;
+      if (auto it = last_seq.find(a->lease_id); it != last_seq.end()) a->outbox.continue_after(it->second);
       a->shipper_active = true;
       a->run_active = true;
       a->lease_window = LeaseClock::window(ttl_for(a->runner_name, std::nullopt));

@@ -26,6 +26,7 @@ struct DaemonSettings {
   std::string label;
   std::string hostname;
   std::string backend = "local";
+  std::string identity;                          // "<user>@<cluster>" of a manager; empty inside an allocation
   std::map<std::string, std::string> tags;
   std::map<std::string, int> capacity;           // runner name -> concurrent attempts
   std::vector<std::string> profiles;

@@ -41,6 +41,8 @@ int main(int argc, char** argv) {
   run->add_option("--config", run_args.config_file, "Configuration file (TOML; see docs/config.md)")->required();
   run->add_option("--training-profile", run_args.training_profiles,
                   "Approved training profile NAME=/absolute/script (repeatable)");
+  run->add_flag("--replace", run_args.replace,
+                "Take over from the manager of this identity that runs (it drains and hands over its jobs)");
   auto installer = nymph::installer::register_cli(app);  // install, launches [prune], kill
   bool probe_json = false;
   auto* probe = app.add_subcommand("probe", "Print what this host would advertise to a control plane");

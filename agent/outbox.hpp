@@ -75,6 +75,11 @@ class AttemptOutbox {
   bool has_final() const { return final_queued_; }
   // Events queued so far (acknowledged or not).
   std::int64_t last_seq() const { return next_seq_ - 1; }
+  // An attempt taken over from a previous run: the control plane already applied events up to `seq` of this
+  // lease, so the next event queued gets seq + 1 at least (the same seq would be dropped as a duplicate).
+  void continue_after(std::int64_t seq) {
+    if (next_seq_ <= seq) next_seq_ = seq + 1;
+  }
 
  private:
   // The bytes [acked, acked + size) of one stream, in chunks of at most max_chunk_ bytes, so that an

@@ -4,13 +4,17 @@
 #include <iostream>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "agent/config.hpp"
 #include "agent/daemon.hpp"
+#include "agent/manager_lease.hpp"
 #include "agent/probe.hpp"
 #include "common/logging.hpp"
 #include "common/spawn.hpp"
@@ -22,6 +26,7 @@
 #include "runners/profile.hpp"
 #include "runners/slurm/slurm_runner.hpp"
 #include "slurm/child_command_runner.hpp"
+#include "slurm/commands.hpp"
 
 namespace nymph::agent {
 
@@ -32,6 +37,11 @@ namespace {
 
 // Start-up failure: printed once, exit status 2.
 struct StartupError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Another manager of this identity holds the lease: printed once, exit status 1.
+struct LeaseRefused : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
@@ -88,6 +98,106 @@ std::string new_launch_id() {
   return id->str();
 }
 
+// Who this manager is and where its state lives (docs/config.md, [manager]).
+struct ManagerIdentity {
+  std::string cluster;
+  std::string identity;  // "<user>@<cluster>"
+  fs::path state_dir;
+};
+
+// The cluster: [manager] cluster, else ClusterName from `scontrol show config` (run on `ioc`, bounded by
+// command_timeout), else the short host name.
+std::string resolve_cluster(const AgentConfig& c, asio::io_context& ioc, const std::string& hostname,
+                            const std::shared_ptr<spdlog::logger>& log) {
+  if (!c.manager.cluster.empty()) return c.manager.cluster;
+  slurm::ChildCommandRunner commands;
+  std::optional<std::string> found;
+  std::vector<std::string> argv = slurm::show_config_argv("scontrol");
+  asio::co_spawn(ioc, commands.run(argv, slurm::scrubbed_environment(), c.slurm.command_timeout),
+                 [&](std::exception_ptr e, Result<slurm::CommandResult> r) {
+                   if (e) std::rethrow_exception(e);
+                   if (r && r->exit_code == 0) found = parse_cluster_name(r->out);
+                   else log->debug("scontrol show config: {}", r ? r->err : r.error().message);
+                 });
+  ioc.run();
+  ioc.restart();
+  if (found) return *found;
+  std::string host = is_valid_cluster_name(hostname) ? hostname : "localhost";
+  log->info("no [manager] cluster and no ClusterName from `scontrol show config`: the cluster is named after this "
+            "host, {}",
+            host);
+  return host;
+}
+
+ManagerIdentity resolve_identity(const AgentConfig& c, asio::io_context& ioc, const std::string& hostname,
+                                 const std::shared_ptr<spdlog::logger>& log) {
+  ManagerIdentity m;
+  m.cluster = resolve_cluster(c, ioc, hostname, log);
+  m.identity = current_user_name() + "@" + m.cluster;
+  if (!c.manager.state_dir.empty()) {
+    m.state_dir = fs::absolute(c.manager.state_dir).lexically_normal();
+  } else {
+    auto home = home_directory();
+    if (home.empty()) throw StartupError("[manager] state_dir is not set and there is no home directory (HOME)");
+    m.state_dir = default_manager_state_dir(home, m.cluster);
+  }
+  return m;
+}
+
+// Acquires the manager lease (after making its holder hand over, with --replace). Throws LeaseRefused when a
+// live manager holds it, StartupError for other failures.
+HeldLease acquire_lease(const AgentConfig& c, const ManagerIdentity& m, const RunArgs& args,
+                        const std::string& launch_id, const std::string& hostname,
+                        const std::shared_ptr<spdlog::logger>& log) {
+  const std::string host = short_host_name().empty() ? hostname : short_host_name();
+  const auto start = process_start_time(::getpid());
+  if (!start) throw StartupError("cannot read /proc/self/stat: the manager lease needs the process start time");
+  ManagerLease mine{.host = host, .pid = ::getpid(), .pid_start_time = *start, .launch_id = launch_id,
+                    .heartbeat_interval = c.manager.heartbeat_interval};
+  if (args.replace) {
+    // The holder drains within its exit budget (SIGTERM: drain_grace + kill_grace at most); wait that long and
+    // a margin, and never less than 45 s.
+    auto bound = std::max<std::chrono::milliseconds>(std::chrono::seconds(45),
+                                                     c.worker.drain_grace + c.process.kill_grace + std::chrono::seconds(10));
+    log->info("--replace: asking the manager of {} to hand over (waiting up to {} s)", m.identity,
+              std::chrono::duration_cast<std::chrono::seconds>(bound).count());
+    auto requester = describe_holder(mine);
+    if (auto r = replace_holder(m.state_dir, host, requester, bound); !r) throw LeaseRefused(r.error().message);
+  }
+  auto held = HeldLease::acquire(m.state_dir, mine, m.identity);
+  if (!held) throw LeaseRefused(held.error().message);
+  log->info("manager {}: holding {} (heartbeat every {} ms)", m.identity, held->path().string(),
+            c.manager.heartbeat_interval.count());
+  return std::move(*held);
+}
+
+// Rewrites the lease every interval until cancelled; asks the daemon to drain when the lease was lost (another
+// manager judged this one gone and took over) or another manager asked for it (--replace from another host).
+asio::awaitable<void> keep_lease(HeldLease& lease, std::chrono::milliseconds interval, Daemon& daemon,
+                                 std::shared_ptr<spdlog::logger> log) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    timer.expires_after(interval);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;
+    auto beat = lease.heartbeat(std::chrono::system_clock::now());
+    if (!beat) {
+      log->warn("manager lease heartbeat failed (retrying next interval): {}", beat.error().message);
+      continue;
+    }
+    if (*beat == HeartbeatOutcome::lost) {
+      log->error("the manager lease {} was taken over by another manager: stopping", lease.path().string());
+      daemon.on_signal(Signal::term);
+      co_return;
+    }
+    if (*beat == HeartbeatOutcome::replace_requested) {
+      log->info("another manager asked to replace this one (--replace): draining and handing over");
+      daemon.on_signal(Signal::term);
+      co_return;
+    }
+  }
+}
+
 DaemonSettings make_settings(const AgentConfig& c, const ProbeResult& probe, const fs::path& cwd) {
   DaemonSettings s;
   s.launch_id = c.worker.launch_id.empty() ? new_launch_id() : c.worker.launch_id;
@@ -113,16 +223,19 @@ DaemonSettings make_settings(const AgentConfig& c, const ProbeResult& probe, con
   return s;
 }
 
+// `default_launch_dir`: <state_dir>/slurm for a manager (the identity's jobs outlive its launches), the working
+// directory inside an allocation; [runners.slurm] launch_dir wins over both.
 std::unique_ptr<runners::slurm::SlurmRunner> make_slurm_runner(asio::any_io_executor ex, const AgentConfig& c,
                                                                const runners::ProfileCatalog& profiles,
-                                                               const fs::path& cwd, std::shared_ptr<spdlog::logger> log) {
+                                                               const fs::path& default_launch_dir,
+                                                               std::shared_ptr<spdlog::logger> log) {
   runners::slurm::SlurmRunnerConfig sc;
   sc.enabled = c.slurm.enabled;
   sc.poll_interval = c.slurm.poll_interval;
   sc.account = c.slurm.account;
   sc.qos = c.slurm.qos;
   sc.partition = c.slurm.partition;
-  sc.launch_dir = c.slurm.launch_dir.empty() ? cwd : fs::absolute(c.slurm.launch_dir);
+  sc.launch_dir = c.slurm.launch_dir.empty() ? default_launch_dir : fs::absolute(c.slurm.launch_dir);
   sc.max_jobs = c.slurm.max_jobs;
   sc.max_poll_duration = c.slurm.max_poll_duration;
   sc.max_queue_duration = c.slurm.max_queue_duration;
@@ -163,6 +276,23 @@ int run_daemon(const RunArgs& args) {
   const fs::path cwd = fs::current_path();
   auto settings = make_settings(config, probe, cwd);
 
+  // A manager (not inside an allocation) holds its identity's lease before anything reads the Slurm journal
+  // or registers: a second manager of the identity stops here.
+  std::optional<HeldLease> lease;
+  fs::path slurm_launch_dir = cwd;
+  if (!probe.allocation) {
+    auto identity = resolve_identity(config, ioc, probe.hostname, log);
+    lease.emplace(acquire_lease(config, identity, args, settings.launch_id, probe.hostname, log));
+    settings.identity = identity.identity;
+    slurm_launch_dir = identity.state_dir / "slurm";
+  }
+  struct ReleaseAtExit {
+    std::optional<HeldLease>& lease;
+    ~ReleaseAtExit() {
+      if (lease) lease->release();
+    }
+  } release_at_exit{lease};
+
   auto control_plane = make_http_control_plane(
       ioc.get_executor(),
       {.url = config.server.url,
@@ -186,18 +316,26 @@ int run_daemon(const RunArgs& args) {
 
   std::unique_ptr<runners::slurm::SlurmRunner> slurm_runner;
   if (probe.sbatch_path) {  // the daemon takes back the Slurm jobs its journal lists (Runner::resumable())
-    slurm_runner = make_slurm_runner(ioc.get_executor(), config, profiles, cwd, log);
+    slurm_runner = make_slurm_runner(ioc.get_executor(), config, profiles, slurm_launch_dir, log);
     settings.capacity["slurm"] = config.slurm.max_jobs;
     runner_map["slurm"] = slurm_runner.get();
   }
 
-  log->info("nymph {} starting: launch {}, label {}, backend {}, server {}", kVersion, settings.launch_id,
-            settings.label, settings.backend, config.server.url);
+  log->info("nymph {} starting: launch {}, label {}, backend {}, server {}{}", kVersion, settings.launch_id,
+            settings.label, settings.backend, config.server.url,
+            settings.identity.empty() ? "" : ", manager " + settings.identity);
   Daemon daemon(ioc.get_executor(), std::move(settings), **control_plane, runner_map, log);
 
   std::signal(SIGPIPE, SIG_IGN);
   asio::signal_set signals(ioc, SIGTERM, SIGINT, SIGUSR1);
   asio::co_spawn(ioc, forward_signals(signals, daemon), log_failure(log, "signal handling"));
+
+  std::optional<asio::cancellation_signal> stop_lease;
+  if (lease) {
+    stop_lease.emplace();
+    asio::co_spawn(ioc, keep_lease(*lease, config.manager.heartbeat_interval, daemon, log),
+                   asio::bind_cancellation_slot(stop_lease->slot(), log_failure(log, "manager lease heartbeat")));
+  }
 
   ExitReason reason = ExitReason::error;
   asio::co_spawn(ioc, daemon.run(), [&](std::exception_ptr e, ExitReason r) {
@@ -211,6 +349,7 @@ int run_daemon(const RunArgs& args) {
       reason = r;
     }
     signals.cancel();
+    if (stop_lease) stop_lease->emit(asio::cancellation_type::terminal);
   });
   ioc.run();
   log->info("exited: {} ({})", to_string(reason), daemon.exit_message());
@@ -225,6 +364,9 @@ int run_main(const RunArgs& args) {
   } catch (const StartupError& e) {
     std::cerr << "nymph run: " << e.what() << "\n";
     return 2;
+  } catch (const LeaseRefused& e) {
+    std::cerr << "nymph run: " << e.what() << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "nymph run: " << e.what() << "\n";
     return 2;

@@ -54,12 +54,13 @@ struct Server {
   }
 };
 
-// Starts `binary serve --listen 127.0.0.1:0 --db DB --log-level warn EXTRA...` and returns once it printed its
-// "listening on URL" line. Throws when it cannot be started.
-inline Server start_server(const std::string& binary, const std::string& db, std::vector<std::string> extra = {}) {
+// Starts `binary serve --listen LISTEN --db DB --log-level warn EXTRA...` and returns once it printed its
+// "listening on URL" line. Throws when it cannot be started. `listen` defaults to any free loopback port.
+inline Server start_server(const std::string& binary, const std::string& db, std::vector<std::string> extra = {},
+                           const std::string& listen = "127.0.0.1:0") {
   int out[2];
   if (::pipe(out) != 0) throw std::runtime_error("pipe");
-  std::vector<std::string> args{binary, "serve", "--listen", "127.0.0.1:0", "--db", db, "--log-level", "warn"};
+  std::vector<std::string> args{binary, "serve", "--listen", listen, "--db", db, "--log-level", "warn"};
   args.insert(args.end(), extra.begin(), extra.end());
   std::vector<char*> c;
   for (auto& a : args) c.push_back(a.data());

@@ -16,6 +16,7 @@ struct ApiError {
   std::string code;
   std::string message;
   std::optional<std::uint64_t> expected_offset;  // logGap only
+  std::optional<std::int64_t> last_seq;          // outOfOrder only
 };
 
 // Result of an operation that may fail with a protocol error.

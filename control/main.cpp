@@ -24,6 +24,16 @@ struct DurationValidator : CLI::Validator {
 
 std::chrono::milliseconds duration_or_throw(const std::string& s) { return nymph::parse_duration(s).value(); }
 
+// RUNNER=DURATION of --runner-lease-ttl: the runner and its lease TTL, or the reason it is not one.
+nymph::Result<std::pair<std::string, std::chrono::milliseconds>> runner_ttl(const std::string& s) {
+  auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0) return nymph::fail("expected RUNNER=DURATION, e.g. slurm=30m");
+  auto d = nymph::parse_duration(s.substr(eq + 1));
+  if (!d) return d.error();
+  if (d->count() <= 0) return nymph::fail("a lease TTL must be longer than 0");
+  return std::pair{s.substr(0, eq), *d};
+}
+
 // A retention: a duration, or "never" (0: keep everything).
 constexpr const char* kNever = "never";
 CLI::Validator retention_validator() {
@@ -71,6 +81,18 @@ int main(int argc, char** argv) {
   serve->add_flag("--allow-insecure-remote", server.allow_insecure_remote, "Allow plain HTTP on a non-loopback address");
   serve->add_option("--poll-timeout", poll_timeout, "How long a poll is held")->check(duration)->default_val("30s");
   serve->add_option("--lease-ttl", lease_ttl, "Lease lifetime without renewal")->check(duration)->default_val("90s");
+  std::vector<std::string> runner_lease_ttls;
+  serve
+      ->add_option("--runner-lease-ttl", runner_lease_ttls,
+                   "RUNNER=DURATION: the lease lifetime of that runner's jobs, e.g. slurm=30m (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            auto r = runner_ttl(s);
+            return r ? std::string() : r.error().message;
+          },
+          "RUNNER=DURATION"));
   serve->add_option("--stale-after", stale_after, "No contact for this long: worker stale")->check(duration)->default_val("60s");
   serve->add_option("--max-log-bytes-per-job", server.service.limits.max_log_bytes_per_job,
                     "Log bytes kept per job, both streams of all its attempts (e.g. 512MiB); more get 413")
@@ -184,6 +206,10 @@ int main(int argc, char** argv) {
     if (*serve) {
       server.service.poll_timeout = duration_or_throw(poll_timeout);
       server.service.lease_ttl = duration_or_throw(lease_ttl);
+      for (const auto& s : runner_lease_ttls) {
+        auto [runner, ttl] = runner_ttl(s).value();
+        server.service.runner_lease_ttl[runner] = ttl;
+      }
       server.service.stale_after = duration_or_throw(stale_after);
       server.service.retention = retention_or_throw(retention);
       server.service.purge_interval = duration_or_throw(purge_interval);

@@ -33,6 +33,10 @@ JobState after_lost_attempt(int attempts_made, int max_attempts, bool cancel_req
   return attempts_made < max_attempts ? JobState::queued : JobState::lost;
 }
 
+bool lost_attempt_counts(std::optional<protocol::EventReason> reason, bool first_event, int uncounted_so_far) {
+  return !(reason == protocol::EventReason::over_capacity && first_event && uncounted_so_far < kMaxUncountedAttempts);
+}
+
 JobState after_event(JobState current, EventState ev) {
   switch (ev) {
     case EventState::pending:
@@ -63,23 +67,32 @@ void Liveness::Clocks::set_deadline(const std::string& id, Entry& e, std::option
   if (at) order_.emplace(*at, id);
 }
 
-void Liveness::Clocks::hold(const std::string& id) {
-  Entry& e = entries_[id];
+Liveness::Clocks::Entry& Liveness::Clocks::entry(const std::string& id, std::optional<Duration> ttl) {
+  auto [it, fresh] = entries_.try_emplace(id);
+  if (ttl)
+    it->second.ttl = *ttl;
+  else if (fresh)
+    it->second.ttl = default_ttl_;
+  return it->second;
+}
+
+void Liveness::Clocks::hold(const std::string& id, std::optional<Duration> ttl) {
+  Entry& e = entry(id, ttl);
   ++e.holds;
   set_deadline(id, e, std::nullopt);
 }
 
-void Liveness::Clocks::release(const std::string& id, TimePoint at) {
+void Liveness::Clocks::release(const std::string& id, TimePoint now) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return;  // forgotten meanwhile
   Entry& e = it->second;
   if (e.holds > 0) --e.holds;
-  if (e.holds == 0) set_deadline(id, e, at);
+  if (e.holds == 0) set_deadline(id, e, now + e.ttl);
 }
 
-void Liveness::Clocks::touch(const std::string& id, TimePoint at) {
-  Entry& e = entries_[id];
-  if (e.holds == 0) set_deadline(id, e, at);
+void Liveness::Clocks::touch(const std::string& id, TimePoint now, std::optional<Duration> ttl) {
+  Entry& e = entry(id, ttl);
+  if (e.holds == 0) set_deadline(id, e, now + e.ttl);
 }
 
 void Liveness::Clocks::forget(const std::string& id) {
@@ -89,13 +102,15 @@ void Liveness::Clocks::forget(const std::string& id) {
   entries_.erase(it);
 }
 
-std::vector<std::string> Liveness::Clocks::take(TimePoint now) {
-  std::vector<std::string> out;
+std::vector<std::pair<std::string, Liveness::Duration>> Liveness::Clocks::take(TimePoint now) {
+  std::vector<std::pair<std::string, Duration>> out;
   while (!order_.empty() && order_.begin()->first <= now) {
     std::string id = order_.begin()->second;
     order_.erase(order_.begin());
-    entries_.erase(id);
-    out.push_back(std::move(id));
+    auto it = entries_.find(id);
+    Duration ttl = it->second.ttl;
+    entries_.erase(it);
+    out.emplace_back(std::move(id), ttl);
   }
   return out;
 }
@@ -105,13 +120,25 @@ std::optional<Liveness::TimePoint> Liveness::Clocks::earliest() const {
   return order_.begin()->first;
 }
 
-void Liveness::worker_hold(const std::string& w) { workers_.hold(w); }
-void Liveness::worker_release(const std::string& w, TimePoint now) { workers_.release(w, now + stale_after_); }
-void Liveness::worker_seen(const std::string& w, TimePoint now) { workers_.touch(w, now + stale_after_); }
+std::optional<Liveness::Duration> Liveness::ttl_of(const std::string& runner) const {
+  if (runner.empty()) return std::nullopt;
+  return lease_ttl(runner);
+}
+
+Liveness::Duration Liveness::lease_ttl(const std::string& runner) const {
+  auto it = runner_lease_ttl_.find(runner);
+  return it == runner_lease_ttl_.end() ? lease_ttl_ : it->second;
+}
+
+void Liveness::worker_hold(const std::string& w) { workers_.hold(w, std::nullopt); }
+void Liveness::worker_release(const std::string& w, TimePoint now) { workers_.release(w, now); }
+void Liveness::worker_seen(const std::string& w, TimePoint now) { workers_.touch(w, now, std::nullopt); }
 void Liveness::worker_forget(const std::string& w) { workers_.forget(w); }
-void Liveness::lease_hold(const std::string& l) { leases_.hold(l); }
-void Liveness::lease_release(const std::string& l, TimePoint now) { leases_.release(l, now + lease_ttl_); }
-void Liveness::lease_renewed(const std::string& l, TimePoint now) { leases_.touch(l, now + lease_ttl_); }
+void Liveness::lease_hold(const std::string& l, const std::string& runner) { leases_.hold(l, ttl_of(runner)); }
+void Liveness::lease_release(const std::string& l, TimePoint now) { leases_.release(l, now); }
+void Liveness::lease_renewed(const std::string& l, TimePoint now, const std::string& runner) {
+  leases_.touch(l, now, ttl_of(runner));
+}
 void Liveness::lease_forget(const std::string& l) { leases_.forget(l); }
 
 std::optional<Liveness::TimePoint> Liveness::next_deadline() const {
@@ -123,7 +150,13 @@ std::optional<Liveness::TimePoint> Liveness::next_deadline() const {
 }
 
 Liveness::Expired Liveness::take_expired(TimePoint now) {
-  return Expired{workers_.take(now), leases_.take(now)};
+  Expired out;
+  for (auto& [id, ttl] : workers_.take(now)) out.stale_workers.push_back(std::move(id));
+  for (auto& [id, ttl] : leases_.take(now)) {
+    out.lost_leases.push_back(std::move(id));
+    out.lost_lease_ttls.push_back(ttl);
+  }
+  return out;
 }
 
 }  // namespace nymph::control

@@ -39,6 +39,15 @@ bool can_take_now(const WorkerCaps& caps, const std::map<std::string, int>& free
 // cancel was pending, queued again while attempts_made < max_attempts, else lost.
 protocol::JobState after_lost_attempt(int attempts_made, int max_attempts, bool cancel_requested);
 
+// Refused attempts (overCapacity) that may go uncounted per job: more are counted like any lost attempt, so a
+// worker that keeps refusing cannot bounce a job forever.
+inline constexpr int kMaxUncountedAttempts = 100;
+
+// Whether a `lost` event with `reason` counts against the job's maxAttempts: it does, except an overCapacity
+// refusal that is the attempt's first event (`first_event`: never started), while the job has had fewer than
+// kMaxUncountedAttempts of those (`uncounted_so_far`).
+bool lost_attempt_counts(std::optional<protocol::EventReason> reason, bool first_event, int uncounted_so_far);
+
 // The job's state after a non-lost event `ev` of its current attempt. Progress events keep the job running
 // (or cancelling); final events give the job the same final state.
 protocol::JobState after_event(protocol::JobState current, protocol::EventState ev);
@@ -50,13 +59,19 @@ protocol::AttemptState attempt_state_of(protocol::EventState ev);
 // While at least one open poll *holds* a worker or lease it has no deadline; when the last hold is released
 // (the poll was answered or its connection closed) its deadline starts. take_expired removes and returns what
 // passed its deadline. All times are monotonic and passed in by the caller.
+// A lease's TTL is its runner's (`runner_lease_ttl`), else the default `lease_ttl`: the runner is given when the
+// lease is held or renewed; an empty runner keeps the TTL the lease already has (the default for a new one).
 class Liveness {
  public:
   using Clock = std::chrono::steady_clock;
   using TimePoint = Clock::time_point;
   using Duration = Clock::duration;
 
-  Liveness(Duration lease_ttl, Duration stale_after) : lease_ttl_(lease_ttl), stale_after_(stale_after) {}
+  Liveness(Duration lease_ttl, Duration stale_after, std::map<std::string, Duration> runner_lease_ttl = {})
+      : lease_ttl_(lease_ttl), stale_after_(stale_after), runner_lease_ttl_(std::move(runner_lease_ttl)) {}
+
+  // The TTL of a lease of `runner`.
+  Duration lease_ttl(const std::string& runner) const;
 
   // An open poll of `worker` holds it (no stale deadline).
   void worker_hold(const std::string& worker);
@@ -67,10 +82,11 @@ class Liveness {
   // Forget `worker` (it exited).
   void worker_forget(const std::string& worker);
 
-  // The same for leases: held while a poll listing them is open, lost leaseTtl after the last release or renewal.
-  void lease_hold(const std::string& lease);
+  // The same for leases: held while a poll listing them is open, lost their TTL after the last release or
+  // renewal.
+  void lease_hold(const std::string& lease, const std::string& runner = {});
   void lease_release(const std::string& lease, TimePoint now);
-  void lease_renewed(const std::string& lease, TimePoint now);
+  void lease_renewed(const std::string& lease, TimePoint now, const std::string& runner = {});
   // Forget `lease` (its attempt ended).
   void lease_forget(const std::string& lease);
 
@@ -80,6 +96,7 @@ class Liveness {
   struct Expired {
     std::vector<std::string> stale_workers;
     std::vector<std::string> lost_leases;
+    std::vector<Duration> lost_lease_ttls;  // the TTL of each of lost_leases, in the same order
   };
   // Removes and returns every worker and lease whose deadline is <= now.
   Expired take_expired(TimePoint now);
@@ -89,13 +106,17 @@ class Liveness {
 
  private:
   // One family of clocks: id -> holds and deadline, plus an index sorted by deadline.
+  // Each entry keeps its own TTL: the deadline is the last release or touch plus that TTL.
   class Clocks {
    public:
-    void hold(const std::string& id);
-    void release(const std::string& id, TimePoint at);
-    void touch(const std::string& id, TimePoint at);
+    explicit Clocks(Duration default_ttl) : default_ttl_(default_ttl) {}
+    // `ttl` (when given) replaces the entry's TTL.
+    void hold(const std::string& id, std::optional<Duration> ttl);
+    void release(const std::string& id, TimePoint now);
+    void touch(const std::string& id, TimePoint now, std::optional<Duration> ttl);
     void forget(const std::string& id);
-    std::vector<std::string> take(TimePoint now);
+    // Removes and returns what passed its deadline, with its TTL.
+    std::vector<std::pair<std::string, Duration>> take(TimePoint now);
     std::optional<TimePoint> earliest() const;
     std::size_t size() const { return entries_.size(); }
 
@@ -103,15 +124,20 @@ class Liveness {
     struct Entry {
       int holds = 0;
       std::optional<TimePoint> deadline;
+      Duration ttl{};
     };
+    Entry& entry(const std::string& id, std::optional<Duration> ttl);
+    Duration default_ttl_;
     void set_deadline(const std::string& id, Entry& e, std::optional<TimePoint> at);
     std::unordered_map<std::string, Entry> entries_;
     std::set<std::pair<TimePoint, std::string>> order_;
   };
+  std::optional<Duration> ttl_of(const std::string& runner) const;
   Duration lease_ttl_;
   Duration stale_after_;
-  Clocks workers_;
-  Clocks leases_;
+  std::map<std::string, Duration> runner_lease_ttl_;
+  Clocks workers_{stale_after_};
+  Clocks leases_{lease_ttl_};
 };
 
 }  // namespace nymph::control

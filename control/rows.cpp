@@ -72,6 +72,7 @@ protocol::WorkerInfo worker_from(const sql::Statement& q) {
   if (auto d = q.opt_text(16)) w.directive = protocol::parse_directive(*d);
   w.registered_at = q.text(17);
   w.last_seen = q.text(18);
+  w.identity = q.opt_text(19);
   return w;
 }
 
@@ -119,6 +120,7 @@ protocol::EventInfo event_from(const sql::Statement& q) {
   x.result = opt_json(q, 8);
   x.at = q.opt_text(9);
   x.received_at = q.text(10);
+  if (auto r = q.opt_text(11)) x.reason = protocol::parse_event_reason(*r);
   return x;
 }
 
@@ -138,6 +140,7 @@ AttemptRow attempt_row_from(const sql::Statement& q) {
   a.runner = q.text(11);
   a.profile = q.opt_text(12);
   a.required_tags = q.text(13);
+  a.uncounted_attempts = q.i32(14);
   return a;
 }
 

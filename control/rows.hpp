@@ -21,7 +21,7 @@ namespace nymph::control::rows {
 // `SELECT <kWorkerColumns> FROM workers`: worker_from fills everything but running_jobs.
 inline constexpr const char* kWorkerColumns =
     "id, launch_id, label, hostname, pid, version, protocol, backend, runners, tags, capacity, profiles, slurm, "
-    "status, exit_reason, exit_message, directive, registered_at, last_seen";
+    "status, exit_reason, exit_message, directive, registered_at, last_seen, identity";
 protocol::WorkerInfo worker_from(const sql::Statement& q);
 
 // `SELECT <kJobColumns> FROM jobs`: job_from fills everything but attempts and events.
@@ -37,7 +37,7 @@ protocol::AttemptInfo attempt_from(const sql::Statement& q);
 
 // `SELECT <kEventColumns> FROM events`.
 inline constexpr const char* kEventColumns =
-    "attempt, lease_id, seq, state, exit_code, signal, message, slurm_job_id, result, at, received_at";
+    "attempt, lease_id, seq, state, exit_code, signal, message, slurm_job_id, result, at, received_at, reason";
 protocol::EventInfo event_from(const sql::Statement& q);
 
 // An attempt with what the store's rules need of its job.
@@ -52,7 +52,8 @@ struct AttemptRow {
   protocol::JobState job_state = protocol::JobState::queued;
   std::optional<std::string> current_lease;
   bool cancel_requested = false;
-  int attempts_made = 0;
+  int attempts_made = 0;      // attempts that count against max_attempts
+  int uncounted_attempts = 0; // attempts refused overCapacity that did not count
   int max_attempts = 0;
   std::string runner;
   std::optional<std::string> profile;
@@ -71,7 +72,8 @@ struct AttemptRow {
 // `SELECT <kAttemptRowColumns> FROM attempts a JOIN jobs j ON j.id=a.job_id`.
 inline constexpr const char* kAttemptRowColumns =
     "a.lease_id, a.job_id, a.attempt, a.worker_id, a.state, a.last_seq, j.state, j.current_lease, "
-    "j.cancel_requested, j.attempts, j.max_attempts, j.runner, j.profile, j.required_tags";
+    "j.cancel_requested, j.attempts - j.uncounted_attempts, j.max_attempts, j.runner, j.profile, j.required_tags, "
+    "j.uncounted_attempts";
 AttemptRow attempt_row_from(const sql::Statement& q);
 
 // One page of a list. `candidates` are (cursor, id) pairs in list order, up to one more than `limit`. Loads

@@ -53,6 +53,18 @@ ALTER TABLE workers ADD COLUMN credential_hash TEXT;
 CREATE UNIQUE INDEX workers_by_credential ON workers(credential_hash);
 CREATE INDEX workers_by_token ON workers(token_hash);
 )sql",
+    // 3: the identity a worker registered with (a login-node manager's "<user>@<cluster>"): a registration
+    // with an identity takes over the other workers of its agent token and identity (docs/protocol.md 8.1).
+    R"sql(
+ALTER TABLE workers ADD COLUMN identity TEXT;
+CREATE INDEX workers_by_identity ON workers(token_hash, identity);
+)sql",
+    // 4: why a worker reported an attempt lost, and the attempts of a job that do not count against its
+    // maxAttempts (refused overCapacity before they started).
+    R"sql(
+ALTER TABLE events ADD COLUMN reason TEXT;
+ALTER TABLE jobs ADD COLUMN uncounted_attempts INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 static_assert(std::size(kMigrations) == kSchemaVersion);

@@ -3,6 +3,8 @@
 #include <new>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/this_coro.hpp>
 
 #include "common/duration.hpp"
@@ -46,7 +48,8 @@ Service::Service(asio::any_io_executor ex, DbWorker& db, ServiceConfig config, s
       db_(db),
       config_(config),
       log_(std::move(log)),
-      liveness_(config.lease_ttl, config.stale_after),
+      liveness_(config.lease_ttl, config.stale_after,
+                {config.runner_lease_ttl.begin(), config.runner_lease_ttl.end()}),
       clock_timer_(ex),
       purge_timer_(ex) {}
 
@@ -54,7 +57,7 @@ void Service::load_state() {
   LiveState s = db_.run_blocking([](Store& st) { return st.live_state(); });
   auto now = Steady::now();
   for (const auto& w : s.active_workers) liveness_.worker_seen(w, now);
-  for (const auto& l : s.live_leases) liveness_.lease_renewed(l, now);
+  for (const auto& l : s.live_leases) liveness_.lease_renewed(l.lease_id, now, l.runner);
   log_->info("loaded {} active workers and {} live leases", s.active_workers.size(), s.live_leases.size());
 }
 
@@ -92,8 +95,10 @@ asio::awaitable<void> Service::expire(Liveness::Expired expired) {
     bool changed = co_await db_.run(std::move(op));
     if (changed) log_->warn("worker {} is stale: no contact for {}", w, format_duration(config_.stale_after));
   }
-  std::string why = "lease not renewed for " + format_duration(config_.lease_ttl);
-  for (const auto& lease : expired.lost_leases) {
+  for (std::size_t i = 0; i < expired.lost_leases.size(); ++i) {
+    const std::string& lease = expired.lost_leases[i];
+    std::string why = "lease not renewed for " +
+                      format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(expired.lost_lease_ttls[i]));
     auto op = [lease, why](Store& s) { return s.expire_lease(lease, why, wall_now()); };
     auto x = co_await db_.run(std::move(op));
     if (!x.expired) continue;
@@ -310,10 +315,28 @@ asio::awaitable<HttpReply> Service::register_worker(const Principal& by, const H
   forget_worker_credential(r->reply.worker_id);  // a new registration replaces the worker's credential
   auto now = Steady::now();
   liveness_.worker_seen(r->reply.worker_id, now);
-  for (const auto& l : r->renewed_leases) liveness_.lease_renewed(l, now);
+  for (const auto& l : r->lost_leases) liveness_.lease_forget(l);
+  for (const auto& l : r->renewed_leases) liveness_.lease_renewed(l.lease_id, now, l.runner);
   rearm_clocks();
+  for (const auto& w : r->replaced_workers) {
+    // Gone, its credential void (401 from now on): its held poll is answered (empty) and it is no longer
+    // watched for staleness.
+    forget_worker_credential(w);
+    liveness_.worker_forget(w);
+    cancels_sent_.erase(w);
+    hub_.wake_worker(w);
+  }
+  for (const auto& needs : r->requeued) hub_.wake_one_for(needs);
+  if (!r->lost_leases.empty()) wake_all_job_waiters();
+  if (!r->replaced_workers.empty() || !r->adopted_leases.empty())
+    log_->info("worker {} took over from {} worker(s) of identity '{}': {} attempt(s) adopted, {} lost",
+               r->reply.worker_id, r->replaced_workers.size(), printable_excerpt(body->identity.value_or(""), 200),
+               r->adopted_leases.size(), r->lost_leases.size());
   r->reply.poll_timeout_s = std::chrono::duration<double>(config_.poll_timeout).count();
   r->reply.lease_ttl_s = std::chrono::duration<double>(config_.lease_ttl).count();
+  for (const auto& runner : body->runners)
+    if (auto it = config_.runner_lease_ttl.find(runner); it != config_.runner_lease_ttl.end())
+      r->reply.runner_lease_ttl_s[runner] = std::chrono::duration<double>(it->second).count();
   r->reply.stale_after_s = std::chrono::duration<double>(config_.stale_after).count();
   log_->info("worker {} {} (launch {}, host {}, runners {}, token {})", r->reply.worker_id,
              r->created ? "registered" : "re-registered", body->launch_id, printable_excerpt(body->hostname, 256),
@@ -336,8 +359,8 @@ bool Service::has_news(const std::string& worker_id, const PollOutcome& out, boo
 void Service::settle_poll(const std::string& worker_id, const PollOutcome& out) {
   auto now = Steady::now();
   liveness_.worker_seen(worker_id, now);
-  for (const auto& l : out.renewed_leases) liveness_.lease_renewed(l, now);
-  for (const auto& j : out.reply.jobs) liveness_.lease_renewed(j.lease_id, now);
+  for (const auto& l : out.renewed_leases) liveness_.lease_renewed(l.lease_id, now, l.runner);
+  for (const auto& j : out.reply.jobs) liveness_.lease_renewed(j.lease_id, now, j.runner);
   rearm_clocks();
   auto& sent = cancels_sent_[worker_id];
   sent.clear();
@@ -350,17 +373,17 @@ namespace {
 // including cancellation when the client goes away.
 class ParkGuard {
  public:
-  ParkGuard(PollHub& hub, PollHub::Waiter& w, Liveness& live, const std::vector<std::string>& leases)
+  ParkGuard(PollHub& hub, PollHub::Waiter& w, Liveness& live, const std::vector<LeaseRef>& leases)
       : hub_(hub), w_(w), live_(live), leases_(leases) {
     live_.worker_hold(w_.worker_id);
-    for (const auto& l : leases_) live_.lease_hold(l);
+    for (const auto& l : leases_) live_.lease_hold(l.lease_id, l.runner);
     hub_.park(w_);
   }
   ~ParkGuard() {
     hub_.unpark(w_);
     auto now = Steady::now();
     live_.worker_release(w_.worker_id, now);
-    for (const auto& l : leases_) live_.lease_release(l, now);
+    for (const auto& l : leases_) live_.lease_release(l.lease_id, now);
   }
   ParkGuard(const ParkGuard&) = delete;
   ParkGuard& operator=(const ParkGuard&) = delete;
@@ -369,7 +392,7 @@ class ParkGuard {
   PollHub& hub_;
   PollHub::Waiter& w_;
   Liveness& live_;
-  const std::vector<std::string>& leases_;
+  const std::vector<LeaseRef>& leases_;
 };
 }  // namespace
 
@@ -381,6 +404,9 @@ asio::awaitable<HttpReply> Service::poll(std::string worker_id, const HttpReques
   for (;;) {
     auto op = [worker_id, b = *body](Store& s) { return s.poll(worker_id, b, wall_now()); };
     auto r = co_await db_.run(std::move(op));
+    if (r)
+      for (auto& j : r->reply.jobs)
+        j.lease_ttl_s = std::chrono::duration<double>(liveness_.lease_ttl(j.runner)).count();
     if (!r) {
       // The worker exited while its poll was parked: answer the poll, do not ask it to re-register.
       if (woken && r.error().status == 404) co_return json_reply(200, protocol::PollResponse{});
@@ -397,12 +423,30 @@ asio::awaitable<HttpReply> Service::poll(std::string worker_id, const HttpReques
       rearm_clocks();
       co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     }
+    auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none) {
+      // The client closed the connection: that ends its contact. Recorded by a coroutine of its own, since
+      // every further co_await of this cancelled one throws.
+      asio::co_spawn(ex_, note_contact(worker_id), asio::detached);
+      throw boost::system::system_error(asio::error::operation_aborted);
+    }
     if (waiter.why != PollHub::Why::woken) {
       // Timed out, superseded by a newer poll, or shutting down: the last outcome still stands (no news).
+      // Its reply ends the worker's contact: lastSeen is the end of the held poll, not its start.
+      if (!stopping_) co_await note_contact(worker_id);
       co_return json_reply(200, r->reply);
     }
     woken = true;
     body->free = waiter.free;  // slots freed by final events while parked (PollHub::slot_freed)
+  }
+}
+
+asio::awaitable<void> Service::note_contact(std::string worker_id) {
+  try {
+    auto op = [worker_id](Store& s) { return s.touch_worker(worker_id, wall_now()); };
+    co_await db_.run(std::move(op));
+  } catch (const std::exception& e) {
+    log_->warn("cannot record the end of worker {}'s poll (lastSeen): {}", worker_id, printable_excerpt(e.what(), 1024));
   }
 }
 

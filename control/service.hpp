@@ -2,6 +2,7 @@
 // The /v1 API without sockets: routes a parsed HTTP request to the store (through the DB thread), parks held
 // polls in the PollHub, and keeps the lease/stale clocks. The HTTP server (control/http_server.hpp) feeds it.
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -25,6 +26,8 @@ namespace nymph::control {
 struct ServiceConfig {
   std::chrono::milliseconds poll_timeout{30'000};
   std::chrono::milliseconds lease_ttl{90'000};
+  // Runner -> the TTL of its leases, when not lease_ttl (serve --runner-lease-ttl RUNNER=DURATION).
+  std::map<std::string, std::chrono::milliseconds> runner_lease_ttl;
   std::chrono::milliseconds stale_after{60'000};
   protocol::Limits limits = protocol::kLimits;
   // Finished jobs and gone or stale workers are deleted once older than `retention` (0: kept forever), at
@@ -155,6 +158,9 @@ class Service {
   // Store::purge) and logs what it deleted. Throws as DbWorker::run.
   boost::asio::awaitable<protocol::PurgeResponse> purge(std::chrono::milliseconds older_than);
 
+  // Records the end of a worker's contact (its lastSeen, docs/protocol.md 8.11) when a held poll ends. Never
+  // throws: a failure is logged (the poll is answered anyway).
+  boost::asio::awaitable<void> note_contact(std::string worker_id);
   // Starts the clocks of a poll that was answered now.
   void settle_poll(const std::string& worker_id, const PollOutcome& out);
   // True when the reply carries something the worker has not been told yet.

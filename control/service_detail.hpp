@@ -34,7 +34,7 @@ HttpReply json_reply(unsigned status, const T& x) {
 }
 
 inline HttpReply reply_for(const ApiError& e) {
-  protocol::ErrorBody b{e.code, e.message, e.expected_offset};
+  protocol::ErrorBody b{e.code, e.message, e.expected_offset, e.last_seq};
   return HttpReply{e.status, "application/json", protocol::error_document(b), {}};
 }
 

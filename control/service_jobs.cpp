@@ -114,7 +114,10 @@ asio::awaitable<HttpReply> Service::cancel_job(std::string job_id) {
 asio::awaitable<HttpReply> Service::event(std::string job_id, std::string worker_id, const HttpRequest& req) {
   auto body = decode<protocol::EventRequest>(req.body, config_.limits);
   if (!body) co_return body.error();
-  auto op = [job_id, worker_id, b = *body](Store& s) { return s.apply_event(job_id, b, worker_id, wall_now()); };
+  auto op = [job_id, worker_id, b = *body](Store& s) {
+    s.touch_worker(worker_id, wall_now());  // an event is contact (lastSeen), whatever it is answered
+    return s.apply_event(job_id, b, worker_id, wall_now());
+  };
   auto r = co_await db_.run(std::move(op));
   if (!r) co_return reply_for(r.error());
   if (r->attempt_ended) {
@@ -139,6 +142,7 @@ asio::awaitable<HttpReply> Service::put_log(std::string job_id, std::string stre
     co_return error_reply(400, "badRequest", "query parameter 'lease' must be a lease id");
   auto op = [job_id, stream, worker_id, l = lease->second, o = *offset, bytes = req.body,
              cap = config_.limits.max_log_bytes_per_job](Store& s) {
+    s.touch_worker(worker_id, wall_now());  // a log upload is contact (lastSeen), whatever it is answered
     return s.append_log(job_id, stream, l, worker_id, o, bytes, cap);
   };
   auto r = co_await db_.run(std::move(op));

@@ -59,6 +59,8 @@ ApiResult<RegisterOutcome> Store::register_worker(const protocol::RegisterReques
   std::string when = protocol::format_time(now);
   std::optional<std::string> slurm;
   if (req.slurm) slurm = to_text(*req.slurm);
+  std::optional<std::string> identity;  // empty is none
+  if (req.identity && !req.identity->empty()) identity = *req.identity;
   out.reply.worker_token = new_token("nyw_");
   auto find = db_.query("SELECT id, status, token_hash FROM workers WHERE launch_id=?");
   find.bind(req.launch_id);
@@ -73,11 +75,11 @@ ApiResult<RegisterOutcome> Store::register_worker(const protocol::RegisterReques
     db_.query(
         "UPDATE workers SET label=?, hostname=?, pid=?, version=?, protocol=?, backend=?, runners=?, tags=?, "
         "capacity=?, profiles=?, slurm=?, status='active', exit_reason=NULL, exit_message='', "
-        "directive=CASE WHEN ? THEN NULL ELSE directive END, last_seen=?, token_hash=?, credential_hash=? "
-        "WHERE id=?")
+        "directive=CASE WHEN ? THEN NULL ELSE directive END, last_seen=?, token_hash=?, credential_hash=?, "
+        "identity=? WHERE id=?")
         .bind(req.label, req.hostname, req.pid, req.version, req.protocol, req.backend, to_text(req.runners),
               to_text(req.tags), to_text(req.capacity), to_text(req.profiles), slurm, was_gone, when, by.hash,
-              token_hash(out.reply.worker_token), out.reply.worker_id)
+              token_hash(out.reply.worker_token), identity, out.reply.worker_id)
         .run();
   } else {
     out.created = true;
@@ -85,16 +87,63 @@ ApiResult<RegisterOutcome> Store::register_worker(const protocol::RegisterReques
     worker_moved(std::nullopt, protocol::WorkerStatus::active);
     db_.query(
         "INSERT INTO workers(id, launch_id, label, hostname, pid, version, protocol, backend, runners, tags, "
-        "capacity, profiles, slurm, status, registered_at, last_seen, token_hash, credential_hash) "
-        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,'active',?,?,?,?)")
+        "capacity, profiles, slurm, status, registered_at, last_seen, token_hash, credential_hash, identity) "
+        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,'active',?,?,?,?,?)")
         .bind(out.reply.worker_id, req.launch_id, req.label, req.hostname, req.pid, req.version, req.protocol,
               req.backend, to_text(req.runners), to_text(req.tags), to_text(req.capacity), to_text(req.profiles),
-              slurm, when, when, by.hash, token_hash(out.reply.worker_token))
+              slurm, when, when, by.hash, token_hash(out.reply.worker_token), identity)
         .run();
   }
   out.caps = WorkerCaps{req.runners, req.tags, req.profiles};
-  reconcile(out.reply.worker_id, req.running, out.reply.cancel, out.renewed_leases);
+  if (identity)
+    take_over(out.reply.worker_id, *identity, by, req, out, now);
+  else
+    reconcile(out.reply.worker_id, req.running, out.reply.cancel, out.renewed_leases, {}, nullptr,
+              &out.reply.last_seq);
   return out;
+}
+
+void Store::take_over(const std::string& worker_id, const std::string& identity, const TokenRecord& by,
+                      const protocol::RegisterRequest& req, RegisterOutcome& out, WallTime now) {
+  // Every other worker of this token and identity may hand its listed attempts over, a gone one included
+  // (a manager that reported /exit before its successor started); only those not gone are replaced.
+  std::vector<std::string> adoptable;
+  std::vector<std::pair<std::string, std::string>> predecessors;  // id, status
+  {
+    auto q = db_.query("SELECT id, status FROM workers WHERE token_hash=? AND identity=? AND id<>? ORDER BY id");
+    q.bind(by.hash, identity, worker_id);
+    while (q.step()) {
+      adoptable.push_back(q.text(0));
+      if (q.text(1) != "gone") predecessors.emplace_back(q.text(0), q.text(1));
+    }
+  }
+  reconcile(worker_id, req.running, out.reply.cancel, out.renewed_leases, adoptable, &out.adopted_leases,
+            &out.reply.last_seq);
+  const std::string when = protocol::format_time(now);
+  const std::string why = "its worker was replaced by worker " + worker_id;
+  for (const auto& [id, status] : predecessors) {
+    worker_moved(protocol::parse_worker_status(status), protocol::WorkerStatus::gone);
+    // Its credential ends with it (401): a replaced agent exits instead of re-registering and taking the
+    // attempts back.
+    db_.query("UPDATE workers SET status='gone', exit_reason='killed', exit_message=?, last_seen=?, "
+              "credential_hash=NULL WHERE id=?")
+        .bind("replaced by worker " + worker_id, when, id)
+        .run();
+    out.replaced_workers.push_back(id);
+    std::vector<AttemptRow> left;  // what the new worker did not list (listed ones are ours now)
+    {
+      static const std::string sql = std::string("SELECT ") + rows::kAttemptRowColumns +
+                                     " FROM attempts a JOIN jobs j ON j.id=a.job_id AND j.current_lease=a.lease_id "
+                                     "WHERE a.worker_id=? AND a.state IN ('assigned','pending','running')";
+      auto q = db_.query(sql.c_str());
+      q.bind(id);
+      while (q.step()) left.push_back(rows::attempt_row_from(q));
+    }
+    for (const auto& a : left) {
+      out.lost_leases.push_back(a.lease_id);
+      if (auto needs = lose_attempt(a, why, now)) out.requeued.push_back(std::move(*needs));
+    }
+  }
 }
 
 std::optional<AttemptRow> Store::attempt_of(const std::string& lease_id) {
@@ -107,15 +156,27 @@ std::optional<AttemptRow> Store::attempt_of(const std::string& lease_id) {
 }
 
 void Store::reconcile(const std::string& worker_id, const std::vector<protocol::AttemptRef>& running,
-                      std::vector<protocol::CancelOrder>& cancel, std::vector<std::string>& renewed) {
+                      std::vector<protocol::CancelOrder>& cancel, std::vector<LeaseRef>& renewed,
+                      const std::vector<std::string>& adoptable, std::vector<std::string>* adopted,
+                      std::map<std::string, std::int64_t>* last_seq) {
   for (const auto& ref : running) {
     auto a = attempt_of(ref.lease_id);
+    if (a && a->job_id == ref.job_id && a->worker_id != worker_id && a->current() &&
+        std::find(adoptable.begin(), adoptable.end(), a->worker_id) != adoptable.end()) {
+      // Takeover: the attempt carries on here under the same lease (a final one too: its event may be
+      // unacknowledged, and the new worker re-sends it).
+      db_.query("UPDATE attempts SET worker_id=? WHERE lease_id=?").bind(worker_id, a->lease_id).run();
+      db_.query("UPDATE jobs SET worker_id=? WHERE id=? AND current_lease=?").bind(worker_id, a->job_id, a->lease_id).run();
+      a->worker_id = worker_id;
+      if (adopted) adopted->push_back(a->lease_id);
+    }
     if (!a || a->job_id != ref.job_id || a->worker_id != worker_id || !a->current()) {
       cancel.push_back({ref.job_id, ref.lease_id, protocol::CancelReason::lease_lost});
       continue;
     }
+    if (last_seq) (*last_seq)[ref.lease_id] = a->last_seq;
     if (!a->live()) continue;  // final: the worker still owes us nothing but the event ack
-    renewed.push_back(ref.lease_id);
+    renewed.push_back({ref.lease_id, a->runner});
     if (a->cancel_requested) cancel.push_back({ref.job_id, ref.lease_id, protocol::CancelReason::user});
   }
 }
@@ -226,6 +287,14 @@ protocol::WorkerList Store::list_workers(const std::optional<std::string>& after
   return out;
 }
 
+bool Store::touch_worker(const std::string& worker_id, WallTime now) {
+  // To the second, like a poll's: a burst of events then commits no extra write.
+  db_.query("UPDATE workers SET last_seen=? WHERE id=? AND last_seen<?")
+      .bind(protocol::format_time(now), worker_id, protocol::format_time(now - std::chrono::seconds(1)))
+      .run();
+  return db_.changes() > 0;
+}
+
 bool Store::mark_stale(const std::string& worker_id) {
   db_.query("UPDATE workers SET status='stale' WHERE id=? AND status='active'").bind(worker_id).run();
   if (db_.changes() == 0) return false;
@@ -292,9 +361,9 @@ LiveState Store::live_state() {
     while (q.step()) out.active_workers.push_back(q.text(0));
   }
   auto q = db_.query(
-      "SELECT a.lease_id FROM attempts a JOIN jobs j ON j.id=a.job_id AND j.current_lease=a.lease_id "
+      "SELECT a.lease_id, j.runner FROM attempts a JOIN jobs j ON j.id=a.job_id AND j.current_lease=a.lease_id "
       "WHERE a.state IN ('assigned','pending','running')");
-  while (q.step()) out.live_leases.push_back(q.text(0));
+  while (q.step()) out.live_leases.push_back({q.text(0), q.text(1)});
   return out;
 }
 

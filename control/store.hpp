@@ -49,16 +49,28 @@ struct RevokeOutcome {
   std::vector<std::string> token_hashes;
 };
 
+// A lease and the runner of its attempt (whose lease TTL applies).
+struct LeaseRef {
+  std::string lease_id;
+  std::string runner;
+  friend bool operator==(const LeaseRef&, const LeaseRef&) = default;
+};
+
 struct RegisterOutcome {
   protocol::RegisterResponse reply;          // worker_id and cancel filled; durations by the caller
   bool created = false;                      // first registration of this launchId
-  std::vector<std::string> renewed_leases;   // listed attempts that carry on
+  std::vector<LeaseRef> renewed_leases;      // listed attempts that carry on (adopted ones included)
   WorkerCaps caps;
+  // Takeover (a registration with an identity, docs/protocol.md 8.1):
+  std::vector<std::string> replaced_workers; // the predecessors, now gone
+  std::vector<std::string> adopted_leases;   // listed attempts of theirs, now this worker's (same lease ids)
+  std::vector<std::string> lost_leases;      // their other live attempts, now lost
+  std::vector<JobNeeds> requeued;            // the jobs of those that went back to the queue
 };
 
 struct PollOutcome {
   protocol::PollResponse reply;
-  std::vector<std::string> renewed_leases;   // listed attempts that are live
+  std::vector<LeaseRef> renewed_leases;      // listed attempts that are live
   WorkerCaps caps;
   bool draining = false;                     // draining flag or a directive: takes no jobs
 };
@@ -112,7 +124,7 @@ struct PageSpec {
 // What the clocks must track after a restart.
 struct LiveState {
   std::vector<std::string> active_workers;
-  std::vector<std::string> live_leases;
+  std::vector<LeaseRef> live_leases;         // with their runners: a lease keeps its runner's TTL
 };
 
 // Jobs by state and workers by status: the /metrics gauges, or a change of them (deltas).
@@ -172,6 +184,12 @@ class Store {
   // its id, clearing a gone worker's directive); issues the worker a new credential (reply.worker_token,
   // replacing the previous one) and reconciles the attempts it lists as running. forbidden (403) when the
   // launchId was registered with another token.
+  // Takeover, when `req.identity` is not empty: every other worker registered with the same token and
+  // identity that is not gone (a predecessor) becomes gone (exitReason killed, "replaced by worker ...") and
+  // its credential stops working;
+  // the listed attempts of any other worker of that token and identity (gone ones included) that are still
+  // their job's current attempt move to this worker with the same lease id; a predecessor's other live
+  // attempts are lost (the job re-queued while attempts remain).
   ApiResult<RegisterOutcome> register_worker(const protocol::RegisterRequest& req, const TokenRecord& by,
                                              WallTime now);
   // Records contact, reconciles `running`, and assigns queued jobs unless draining or a directive is set.
@@ -184,6 +202,9 @@ class Store {
   // One page of workers in id order (ids are ULIDs: registration order), after the worker id `after` (the
   // previous page's next_cursor) or from the first; next_cursor is set when more follow.
   protocol::WorkerList list_workers(const std::optional<std::string>& after = std::nullopt, const PageSpec& page = {});
+  // Records contact with `worker_id` at `now` (its lastSeen, kept to the second: nothing is written when the
+  // stored value is less than a second older). Returns true when it wrote. Any status; an unknown id is no-op.
+  bool touch_worker(const std::string& worker_id, WallTime now);
   // Marks `worker_id` stale if it is active. Returns true when it changed.
   bool mark_stale(const std::string& worker_id);
 
@@ -200,8 +221,10 @@ class Store {
   // unknownJob (404); jobFinished (409) when it already succeeded, failed or was lost.
   ApiResult<CancelOutcome> cancel_job(const std::string& job_id, WallTime now);
   // Records an event of the attempt holding `ev.lease_id` and moves the attempt and job on. A repeated
-  // (lease, seq) is acknowledged as a duplicate. unknownJob (404); leaseLost (409) when the lease is not
-  // the job's live attempt; attemptFinished (409) after the attempt's final event.
+  // (lease, seq) is acknowledged as a duplicate. Events of a lease apply in seq order (gaps allowed):
+  // outOfOrder (409, with last_seq) for a seq below the highest applied that is not a duplicate.
+  // unknownJob (404); leaseLost (409) when the lease is not the job's live attempt; attemptFinished (409)
+  // after the attempt's final event.
   // Only the worker holding the lease may report it: forbidden (403) for `worker_id` of another worker.
   ApiResult<EventOutcome> apply_event(const std::string& job_id, const protocol::EventRequest& ev,
                                       const std::string& worker_id, WallTime now);
@@ -248,8 +271,17 @@ class Store {
   // forbidden otherwise.
   ApiResult<rows::AttemptRow> attempt_of_job(const std::string& job_id, const std::string& lease_id,
                                              const std::string& worker_id);
+  // Answers the attempts a worker lists as running: renewed when live and its own (cancel user when a cancel
+  // is pending), cancel leaseLost when not its job's current attempt or another worker's. An attempt of a
+  // worker in `adoptable` (takeover) first moves to `worker_id`, keeping its lease id, and is listed in
+  // `adopted`. `last_seq` (when given) gets the highest applied seq of each attempt that stays with the worker.
   void reconcile(const std::string& worker_id, const std::vector<protocol::AttemptRef>& running,
-                 std::vector<protocol::CancelOrder>& cancel, std::vector<std::string>& renewed);
+                 std::vector<protocol::CancelOrder>& cancel, std::vector<LeaseRef>& renewed,
+                 const std::vector<std::string>& adoptable = {}, std::vector<std::string>* adopted = nullptr,
+                 std::map<std::string, std::int64_t>* last_seq = nullptr);
+  // The takeover half of register_worker (see there) for `worker_id` registering with `identity`.
+  void take_over(const std::string& worker_id, const std::string& identity, const TokenRecord& by,
+                 const protocol::RegisterRequest& req, RegisterOutcome& out, WallTime now);
   std::vector<protocol::JobAssignment> dispatch(const std::string& worker_id, const WorkerCaps& caps,
                                                 const std::map<std::string, int>& free, WallTime now);
   // Record a state change for take_changes(); nullopt is "no row".

@@ -153,23 +153,41 @@ ApiResult<EventOutcome> Store::apply_event(const std::string& job_id, const prot
   }
   if (!a->current()) return no_longer_live(*a);
   if (!a->live()) return attempt_finished(*a);
+  if (ev.seq < a->last_seq) {
+    // Applying it would lose either it or what came after it (a final event acknowledged but never applied).
+    ApiError e = conflict("outOfOrder", "seq " + std::to_string(ev.seq) + " of lease '" + ev.lease_id +
+                                            "' is below seq " + std::to_string(a->last_seq) +
+                                            ", already applied: events of a lease are applied in seq order");
+    e.last_seq = a->last_seq;
+    return e;
+  }
   std::string when = protocol::format_time(now);
   std::optional<std::string> result;
   if (ev.result) result = json::serialize(*ev.result);
+  std::optional<std::string> reason;
+  if (ev.reason) reason = std::string(protocol::to_string(*ev.reason));
   db_.query("INSERT INTO events(lease_id, seq, job_id, attempt, state, exit_code, signal, message, slurm_job_id, result, "
-        "at, received_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)")
+        "at, received_at, reason) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)")
       .bind(ev.lease_id, ev.seq, job_id, a->attempt, protocol::to_string(ev.state), ev.exit_code, ev.signal, ev.message,
-            ev.slurm_job_id, result, ev.at, when)
+            ev.slurm_job_id, result, ev.at, when, reason)
       .run();
   out.reply.job_state = a->job_state;
-  if (ev.seq <= a->last_seq) return out;  // an older event arriving late: recorded, state unchanged
   db_.query("UPDATE attempts SET last_seq=?, slurm_job_id=COALESCE(?, slurm_job_id) WHERE lease_id=?")
       .bind(ev.seq, ev.slurm_job_id, ev.lease_id)
       .run();
   if (ev.state == EventState::lost) {
-    out.requeued = lose_attempt(*a, ev.message.empty() ? "reported lost by the worker" : ev.message, now);
+    AttemptRow lost = *a;
+    bool refused = !lost_attempt_counts(ev.reason, a->last_seq == 0, a->uncounted_attempts);
+    if (refused) {
+      // Refused before it started: the job keeps its attempts (the attempt keeps its number and row).
+      db_.query("UPDATE jobs SET uncounted_attempts=uncounted_attempts+1 WHERE id=?").bind(job_id).run();
+      --lost.attempts_made;
+    }
+    std::string why = ev.message;
+    if (why.empty()) why = refused ? "refused by the worker: over capacity" : "reported lost by the worker";
+    out.requeued = lose_attempt(lost, why, now);
     out.attempt_ended = true;
-    out.freed_slot = {a->worker_id, a->runner};
+    if (!refused) out.freed_slot = {a->worker_id, a->runner};  // a refused job never held a slot
     out.reply.job_state = job(job_id)->state;
     return out;
   }

@@ -6,6 +6,9 @@ namespace nymph::control {
 
 namespace {
 
+// The longest registration identity ("<unix user>@<cluster>").
+constexpr std::size_t kMaxIdentity = 200;
+
 std::string q(std::string_view s) { return "'" + std::string(s.substr(0, 64)) + (s.size() > 64 ? "...'" : "'"); }
 
 Result<void> name(std::string_view field, std::string_view value, const protocol::Limits& l, bool allow_empty = false) {
@@ -77,6 +80,12 @@ Result<void> validate(const protocol::RegisterRequest& r, const protocol::Limits
   for (const auto& [runner, n] : r.capacity)
     if (n < 0) return fail("field 'capacity." + runner + "': must be >= 0");
   if (r.pid < 0) return fail("field 'pid': must be >= 0");
+  if (r.identity) {
+    if (r.identity->size() > kMaxIdentity)
+      return fail("field 'identity': longer than " + std::to_string(kMaxIdentity) + " bytes");
+    for (char c : *r.identity)
+      if (c < 0x20 || c > 0x7e) return fail("field 'identity': only printable ASCII characters are allowed");
+  }
   return refs(r.running);
 }
 
@@ -88,9 +97,11 @@ Result<void> validate(const protocol::PollRequest& r, const protocol::Limits&) {
 
 Result<void> validate(const protocol::EventRequest& r, const protocol::Limits&) {
   if (auto x = protocol::check_id("leaseId", r.lease_id); !x) return x;
-  if (r.seq < 1) return fail("field 'seq': must be >= 1");
+  if (r.seq < 1 || r.seq > protocol::kMaxEventSeq)
+    return fail("field 'seq': must be between 1 and " + std::to_string(protocol::kMaxEventSeq));
   if (r.at)
     if (auto t = protocol::parse_time(*r.at); !t) return fail("field 'at': " + t.error().message);
+  if (r.reason && r.state != protocol::EventState::lost) return fail("field 'reason': only with state lost");
   return {};
 }
 

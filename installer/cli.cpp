@@ -11,7 +11,10 @@
 #include <CLI/CLI.hpp>
 #include <boost/json.hpp>
 
+#include "agent/manager_lease.hpp"
 #include "installer/install.hpp"
+#include "installer/process.hpp"
+#include "slurm/commands.hpp"
 #include "installer/launches.hpp"
 
 namespace nymph::installer {
@@ -33,9 +36,20 @@ std::string short_hostname() {
   return h.substr(0, h.find('.'));
 }
 
-// The facts of this process: home, short host name and /proc/self/exe.
-Result<HostFacts> this_host() {
+// ClusterName from `scontrol show config` (bounded to 10 s), or "" when scontrol is missing, fails or names none.
+std::string scontrol_cluster() {
+  auto r = run_bounded(slurm::show_config_argv("scontrol"), {}, std::chrono::seconds(10));
+  if (!r || r->exit_code != 0) return {};
+  return agent::parse_cluster_name(r->out).value_or("");
+}
+
+// The facts of this process: home, short host name, /proc/self/exe, and for a manager (`with_cluster`) the
+// user and the cluster.
+Result<HostFacts> this_host(bool with_cluster) {
   HostFacts h{.home = home_dir(), .hostname = short_hostname()};
+  if (with_cluster) h.cluster = scontrol_cluster();
+  h.user = agent::current_user_name();
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x && x[0] == '/') h.data_home = x;
   if (h.home.empty()) return fail("cannot find the home directory (HOME is not set to an absolute path)");
   std::error_code ec;
   h.nymph_exe = fs::read_symlink("/proc/self/exe", ec);
@@ -103,6 +117,11 @@ class CommandsImpl final : public Commands {
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     s->add_option("--state-dir", opts_.state_dir, "State directory (default ~/.local/share/nymph)");
+    s->add_option("--cluster", opts_.cluster,
+                  "Cluster of the manager identity <user>@<cluster> (default: ClusterName from `scontrol show config`, "
+                  "else the short host name)");
+    s->add_flag("--replace", opts_.replace,
+                "Take over from the running manager of this identity (it drains and hands over its Slurm jobs)");
     s->add_flag("--json", opts_.json, "Print one JSON object");
     s->add_flag("--dry-run", opts_.dry_run, "Print what would be written and run; change nothing");
   }
@@ -126,7 +145,7 @@ class CommandsImpl final : public Commands {
   }
 
   int run_install_command() {
-    auto host = this_host();
+    auto host = this_host(!opts_.slurm && opts_.cluster.empty());
     if (!host) return report_error("install", host.error().message, opts_.json);
     InstallOptions o = opts_;
     if (!o.state_dir.empty()) o.state_dir = fs::absolute(o.state_dir).lexically_normal().native();

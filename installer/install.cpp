@@ -16,6 +16,7 @@
 
 #include <boost/json.hpp>
 
+#include "agent/manager_lease.hpp"
 #include "common/files.hpp"
 #include "common/text.hpp"
 #include "installer/launch_record.hpp"
@@ -293,6 +294,32 @@ Result<void> check_profile_scripts(const InstallPlan& plan) {
   return {};
 }
 
+// One manager per identity: refuses when a live manager holds the lease of plan.manager_state_dir (unless
+// --replace, which makes it hand over first). The daemon acquires the lease itself; this only refuses early,
+// before anything is written.
+Result<void> check_manager_lease(const InstallPlan& plan, const InstallOptions& o, const InstallContext& ctx) {
+  if (o.replace) {
+    std::string requester = "nymph install of launch " + plan.launch_id + " (host " + ctx.host.hostname + " pid " +
+                            std::to_string(::getpid()) + ")";
+    if (auto r = agent::replace_holder(plan.manager_state_dir, ctx.host.hostname, requester, ctx.replace_timeout); !r)
+      return fail("--replace: " + r.error().message + "; nothing was started");
+    return {};
+  }
+  auto found = agent::inspect_lease(plan.manager_state_dir, ctx.host.hostname, std::chrono::system_clock::now());
+  switch (found.decision.verdict) {
+    case agent::LeaseVerdict::free:
+      return {};
+    case agent::LeaseVerdict::held:
+      return fail("manager " + plan.identity + " is already running: " + found.decision.reason +
+                  "; nothing was started. Stop it (nymph kill " + found.lease->launch_id +
+                  "), or take over with --replace");
+    case agent::LeaseVerdict::corrupt:
+      break;
+  }
+  return fail("the manager lease " + (plan.manager_state_dir / agent::kLeaseFile).string() + " is unreadable: " +
+              found.decision.reason + "; if no manager of " + plan.identity + " runs, remove it");
+}
+
 }  // namespace
 
 Result<std::string> read_token(const InstallOptions& o, std::istream* input) {
@@ -324,6 +351,8 @@ Result<InstallOutcome> run_install(const InstallOptions& o, const InstallContext
                      .token_source = o.token_stdin ? "standard input" : "file " + o.token_file};
   if (o.dry_run) return out;
 
+  if (plan->mode == LaunchMode::local)
+    if (auto r = check_manager_lease(*plan, o, ctx); !r) return r.error();
   auto record = record_for(*plan, ctx.host);
   if (auto r = write_launch_dir(*plan, *token, record); !r) return r.error();
   if (auto r = create_log(plan->log_path); !r) {
@@ -353,6 +382,10 @@ json::object outcome_json(const InstallOutcome& oc) {
   o["logPath"] = p.log_path.native();
   if (oc.pid) o["pid"] = *oc.pid;
   if (!oc.slurm_job_id.empty()) o["slurmJobId"] = oc.slurm_job_id;
+  if (p.mode == LaunchMode::local) {
+    o["identity"] = p.identity;
+    o["managerStateDir"] = p.manager_state_dir.native();
+  }
   o["tail"] = tail_line(p);
   if (p.mode == LaunchMode::slurm) {
     o["jobName"] = p.job_name;
@@ -387,6 +420,8 @@ std::string outcome_text(const InstallOutcome& oc) {
     << "worker label: " << p.worker_label << "\n"
     << "launch dir:   " << p.launch_dir.native() << "\n"
     << "log:          " << p.log_path.native() << "\n";
+  if (p.mode == LaunchMode::local)
+    s << "manager:      " << p.identity << " (state " << p.manager_state_dir.native() << ")\n";
   if (oc.pid) s << "pid:          " << *oc.pid << "\n";
   if (!oc.slurm_job_id.empty()) s << "Slurm job:    " << oc.slurm_job_id << "\n";
   if (oc.dry_run) {

@@ -14,6 +14,7 @@
 
 #include "common/ulid.hpp"
 #include "installer/process.hpp"
+#include "runners/slurm/journal.hpp"
 #include "slurm/commands.hpp"
 #include "slurm/parse.hpp"
 
@@ -151,6 +152,37 @@ std::string pid_or_job(const LaunchInfo& l) {
   return l.record->pid ? "pid " + std::to_string(*l.record->pid) : "-";
 }
 
+// The job directories of Slurm jobs that may still be queued or running: every entry not marked done in a
+// journal that a launch directory may be used by — the journal inside each launch directory (the layout before
+// manager identities: launch_dir was the launch's own directory) and the journals of the manager identities
+// under <state-dir>/managers/*/slurm. An unreadable journal protects the directory it lives in.
+std::vector<fs::path> slurm_dirs_in_use(const ManageContext& ctx, const std::vector<fs::path>& launches) {
+  std::vector<fs::path> journals;
+  for (const auto& d : launches) journals.push_back(d / runners::slurm::kJournalFile);
+  std::error_code ec;
+  for (const auto& m : fs::directory_iterator(ctx.state_dir / "managers", ec))
+    journals.push_back(m.path() / "slurm" / runners::slurm::kJournalFile);
+  std::vector<fs::path> in_use;
+  for (const auto& j : journals) {
+    std::error_code e;
+    if (!fs::exists(j, e)) continue;
+    auto entries = runners::slurm::read_journal(j);
+    if (!entries) {
+      in_use.push_back(j.parent_path());
+      continue;
+    }
+    for (const auto& entry : *entries) in_use.push_back(entry.dir.empty() ? j.parent_path() : entry.dir);
+  }
+  return in_use;
+}
+
+// True when `dir` is `launch` or inside it.
+bool inside(const fs::path& dir, const fs::path& launch) {
+  auto d = dir.lexically_normal(), l = launch.lexically_normal();
+  auto [end, _] = std::mismatch(l.begin(), l.end(), d.begin(), d.end());
+  return end == l.end();
+}
+
 }  // namespace
 
 std::vector<LaunchInfo> list_launches(const ManageContext& ctx) {
@@ -247,9 +279,16 @@ Result<KillOutcome> kill_launch(const ManageContext& ctx, const std::string& tar
 
 PruneOutcome prune_launches(const ManageContext& ctx) {
   PruneOutcome out;
+  const auto in_use = slurm_dirs_in_use(ctx, launch_dirs(ctx));
   for (const auto& l : list_launches(ctx)) {
     if (l.state != LaunchState::exited) {
       out.kept.push_back(l.launch_id + ": " + to_string(l.state) + (l.problem.empty() ? "" : " (" + l.problem + ")"));
+      continue;
+    }
+    auto used = std::count_if(in_use.begin(), in_use.end(), [&](const fs::path& d) { return inside(d, l.dir); });
+    if (used > 0) {
+      out.kept.push_back(l.launch_id + ": exited, but " + std::to_string(used) +
+                         " Slurm job(s) of a journal may still use its directory");
       continue;
     }
     std::error_code ec;

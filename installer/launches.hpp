@@ -68,7 +68,10 @@ struct PruneOutcome {
 };
 
 // Removes the directory and log file of every exited launch; running, queued and unknown launches are kept
-// and listed. Leftover temporary directories of interrupted installs older than an hour are removed too.
+// and listed, and so is an exited launch whose directory holds a job directory of a Slurm job that may still be
+// queued or running (an entry not marked done in the Slurm journal inside a launch directory, or in a manager
+// identity's journal under <state-dir>/managers/*/slurm). The identity state directories themselves
+// (<state-dir>/managers) are never touched. Leftover temporary directories of interrupted installs older than an hour are removed too.
 // The log is only removed when launch.json names <...>/nymph-<ULID>.log for that launch. Never throws.
 PruneOutcome prune_launches(const ManageContext& context);
 

@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 
 #include "common/duration.hpp"
+#include "agent/manager_lease.hpp"
 #include "http/url.hpp"
 #include "installer/slurm_values.hpp"
 #include "slurm/options.hpp"
@@ -159,6 +160,7 @@ std::string render_config(const InstallPlan& plan, const std::map<std::string, s
   toml::table tag_table;
   for (const auto& [k, v] : tags) tag_table.insert(k, v);
   toml::table log{{"level", "info"}};
+  toml::table manager{{"cluster", plan.cluster}, {"state_dir", plan.manager_state_dir.native()}};
   std::ostringstream out;
   out << "# nymph launch " << plan.launch_id << ", written by `nymph install`. The token is in ./" << kTokenFile
       << ".\n\n[server]\n"
@@ -170,6 +172,9 @@ std::string render_config(const InstallPlan& plan, const std::map<std::string, s
     for (const auto& [name, script] : plan.profiles) profiles.insert(name, script);
     out << "[profiles]\n" << profiles << "\n\n";
   }
+  if (plan.mode == LaunchMode::local)
+    out << "# The manager identity " << plan.identity << ": one manager at a time; its Slurm jobs outlive this launch.\n"
+        << "[manager]\n" << manager << "\n\n";
   out << "[log]\n" << log << "\n";
   return out.str();
 }
@@ -214,6 +219,12 @@ Result<InstallPlan> make_install_plan(const InstallOptions& o, const HostFacts& 
   if (!profiles) return profiles.error();
   if (!o.state_dir.empty() && !fs::path(o.state_dir).is_absolute())
     return fail("--state-dir " + shown(o.state_dir) + " must be an absolute path");
+  if (o.slurm && (!o.cluster.empty() || o.replace))
+    return fail("--cluster and --replace are for a login-node manager; a --slurm daemon runs inside its allocation "
+                "and is not one");
+  if (!o.cluster.empty() && !agent::is_valid_cluster_name(o.cluster))
+    return fail("--cluster " + shown(o.cluster) +
+                ": a cluster name is 1-64 letters, digits, '_', '.', '-', starting with a letter or digit");
 
   InstallPlan plan;
   plan.launch_id = id.str();
@@ -226,8 +237,21 @@ Result<InstallPlan> make_install_plan(const InstallOptions& o, const HostFacts& 
   plan.config_path = plan.launch_dir / kConfigFile;
   plan.log_path = log_path_for(host.home, plan.launch_id);
   if (auto r = check_paths(o, plan, host); !r) return r.error();
+  if (!o.slurm) {
+    plan.cluster = !o.cluster.empty() ? o.cluster : agent::is_valid_cluster_name(host.cluster) ? host.cluster
+                   : agent::is_valid_cluster_name(host.hostname)                       ? host.hostname
+                                                                                       : "localhost";
+    plan.identity = (host.user.empty() ? "?" : host.user) + "@" + plan.cluster;
+    fs::path base = !o.state_dir.empty()       ? plan.state_dir
+                    : !host.data_home.empty() ? host.data_home / "nymph"
+                                              : plan.state_dir;
+    plan.manager_state_dir = (base / "managers" / plan.cluster).lexically_normal();
+    if (has_control(plan.manager_state_dir.native()))
+      return fail("path " + shown(plan.manager_state_dir.native()) + " must be free of control characters");
+  }
   plan.config_toml = render_config(plan, *tags, *idle_exit);
   plan.daemon_argv = {host.nymph_exe.native(), "run", "--config", plan.config_path.native()};
+  if (o.replace) plan.daemon_argv.push_back("--replace");
   if (o.slurm) {
     plan.job_name = "lakeshore-nymph-" + plan.launch_id;
     plan.sbatch_script = render_sbatch_script(o, plan);

@@ -25,6 +25,8 @@ struct InstallOptions {
   std::string idle_exit;                  // --idle-exit duration; empty: off
   std::vector<std::string> training_profiles;  // --training-profile NAME=/abs/script, repeatable
   std::string state_dir;                  // --state-dir; empty: ~/.local/share/nymph
+  std::string cluster;                    // --cluster: the cluster of the manager identity; empty: HostFacts::cluster
+  bool replace = false;                   // --replace: the running manager of this identity hands over
   bool json = false;                      // --json
   bool dry_run = false;                   // --dry-run
 };
@@ -34,6 +36,9 @@ struct HostFacts {
   std::filesystem::path home;             // the user's home directory (absolute)
   std::string hostname;                   // the short host name (default label)
   std::filesystem::path nymph_exe;        // absolute path of the nymph binary the launch runs
+  std::string cluster;                    // ClusterName from `scontrol show config`; empty: the host name is used
+  std::string user;                       // the unix user (the identity is <user>@<cluster>)
+  std::filesystem::path data_home;        // $XDG_DATA_HOME when set to an absolute path, else empty
 };
 
 enum class LaunchMode { local, slurm };
@@ -49,8 +54,12 @@ struct InstallPlan {
   std::filesystem::path config_path;      // <launch_dir>/config.toml (0600)
   std::filesystem::path log_path;         // ~/.local/share/nymph-<ULID>.log
   std::vector<std::pair<std::string, std::string>> profiles;  // approved training profiles: name, script
+  std::string cluster;                    // local: the manager identity's cluster ([manager] cluster)
+  std::string identity;                   // local: "<user>@<cluster>"
+  std::filesystem::path manager_state_dir;// local: [manager] state_dir: <state-dir>/managers/<cluster> (default
+                                          // state dir: $XDG_DATA_HOME/nymph/managers/<cluster> when XDG_DATA_HOME is set)
   std::string config_toml;                // content of config.toml
-  std::vector<std::string> daemon_argv;   // <nymph> run --config <config_path>
+  std::vector<std::string> daemon_argv;   // <nymph> run --config <config_path> [--replace]
   std::string job_name;                   // slurm: lakeshore-nymph-<ULID>
   std::string sbatch_script;              // slurm: the script given to `sbatch --parsable` on stdin
 };

@@ -55,7 +55,8 @@ struct Wire<ErrorBody> {
   static constexpr auto fields = std::tuple{
       req("code", &S::code),
       opt("message", &S::message),
-      opt("expectedOffset", &S::expected_offset)};
+      opt("expectedOffset", &S::expected_offset),
+      opt("lastSeq", &S::last_seq)};
 };
 template <>
 struct Wire<AttemptRef> {
@@ -106,7 +107,8 @@ struct Wire<RegisterRequest> {
       opt("capacity", &S::capacity),
       opt("profiles", &S::profiles),
       opt("slurm", &S::slurm),
-      opt("running", &S::running)};
+      opt("running", &S::running),
+      opt("identity", &S::identity)};
 };
 template <>
 struct Wire<CancelOrder> {
@@ -124,10 +126,11 @@ struct Wire<RegisterResponse> {
       opt("workerToken", &S::worker_token, Emit::unless_empty),
       opt("pollTimeoutS", &S::poll_timeout_s),
       opt("leaseTtlS", &S::lease_ttl_s),
+      opt("runnerLeaseTtlS", &S::runner_lease_ttl_s, Emit::unless_empty),
       opt("staleAfterS", &S::stale_after_s),
       opt("protocol", &S::protocol),
       opt("cancel", &S::cancel),
-      opt("runnerLeaseTtlS", &S::runner_lease_ttl_s, Emit::unless_empty)};
+      opt("lastSeq", &S::last_seq, Emit::unless_empty)};
 };
 template <>
 struct Wire<PollRequest> {
@@ -216,7 +219,8 @@ struct Wire<EventInfo> {
       opt("slurmJobId", &S::slurm_job_id),
       opt("result", &S::result),
       opt("at", &S::at),
-      opt("receivedAt", &S::received_at)};
+      opt("receivedAt", &S::received_at),
+      opt("reason", &S::reason)};
 };
 template <>
 struct Wire<AttemptInfo> {
@@ -281,6 +285,7 @@ struct Wire<WorkerInfo> {
       opt("capacity", &S::capacity),
       opt("profiles", &S::profiles),
       opt("slurm", &S::slurm),
+      opt("identity", &S::identity),
       req("status", &S::status),
       opt("exitReason", &S::exit_reason, Emit::null_when_absent),
       opt("exitMessage", &S::exit_message),

@@ -31,11 +31,11 @@ constexpr std::array<std::string_view, 7> kJobStates{"queued", "running",   "can
 constexpr std::array<std::string_view, 7> kAttemptStates{"assigned", "pending",   "running", "succeeded",
                                                          "failed",   "cancelled", "lost"};
 constexpr std::array<std::string_view, 2> kCancelReasons{"user", "leaseLost"};
-constexpr std::array<std::string_view, 3> kEventReasons{"workerStopping", "leaseExpired", "overCapacity"};
 constexpr std::array<std::string_view, 2> kDirectives{"kill", "drain"};
 constexpr std::array<std::string_view, 6> kExitReasons{"sigterm", "sigint", "killed", "walltime", "idle", "error"};
 constexpr std::array<std::string_view, 3> kWorkerStatuses{"active", "stale", "gone"};
 constexpr std::array<std::string_view, 2> kLogStreams{"stdout", "stderr"};
+constexpr std::array<std::string_view, 3> kEventReasons{"workerStopping", "leaseExpired", "overCapacity"};
 
 }  // namespace
 
@@ -43,11 +43,11 @@ std::string_view to_string(EventState s) { return name_of(s, kEventStates); }
 std::string_view to_string(JobState s) { return name_of(s, kJobStates); }
 std::string_view to_string(AttemptState s) { return name_of(s, kAttemptStates); }
 std::string_view to_string(CancelReason r) { return name_of(r, kCancelReasons); }
-std::string_view to_string(EventReason r) { return name_of(r, kEventReasons); }
 std::string_view to_string(Directive d) { return name_of(d, kDirectives); }
 std::string_view to_string(ExitReason r) { return name_of(r, kExitReasons); }
 std::string_view to_string(WorkerStatus s) { return name_of(s, kWorkerStatuses); }
 std::string_view to_string(LogStream s) { return name_of(s, kLogStreams); }
+std::string_view to_string(EventReason r) { return name_of(r, kEventReasons); }
 std::optional<EventState> parse_event_state(std::string_view s) { return value_of<EventState>(s, kEventStates); }
 std::optional<JobState> parse_job_state(std::string_view s) { return value_of<JobState>(s, kJobStates); }
 std::optional<AttemptState> parse_attempt_state(std::string_view s) {
@@ -56,15 +56,15 @@ std::optional<AttemptState> parse_attempt_state(std::string_view s) {
 std::optional<CancelReason> parse_cancel_reason(std::string_view s) {
   return value_of<CancelReason>(s, kCancelReasons);
 }
-std::optional<EventReason> parse_event_reason(std::string_view s) {
-  return value_of<EventReason>(s, kEventReasons);
-}
 std::optional<Directive> parse_directive(std::string_view s) { return value_of<Directive>(s, kDirectives); }
 std::optional<ExitReason> parse_exit_reason(std::string_view s) { return value_of<ExitReason>(s, kExitReasons); }
 std::optional<WorkerStatus> parse_worker_status(std::string_view s) {
   return value_of<WorkerStatus>(s, kWorkerStatuses);
 }
 std::optional<LogStream> parse_log_stream(std::string_view s) { return value_of<LogStream>(s, kLogStreams); }
+std::optional<EventReason> parse_event_reason(std::string_view s) {
+  return value_of<EventReason>(s, kEventReasons);
+}
 
 bool is_final(JobState s) { return s >= JobState::succeeded; }
 bool is_final(EventState s) { return s >= EventState::succeeded; }

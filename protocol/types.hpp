@@ -51,10 +51,6 @@ enum class JobState { queued, running, cancelling, succeeded, failed, cancelled,
 enum class AttemptState { assigned, pending, running, succeeded, failed, cancelled, lost };
 // Why a poll reply asks the worker to stop an attempt: "user", "leaseLost".
 enum class CancelReason { user, lease_lost };
-// Why a worker reports an attempt `lost` (EventRequest.reason): "workerStopping" (the worker is going away and
-// stopped it), "leaseExpired" (the worker could not renew its lease in time and stopped it), "overCapacity"
-// (assigned beyond the worker's free slots: refused, never started).
-enum class EventReason { worker_stopping, lease_expired, over_capacity };
 // Directive in a poll reply: "kill" (stop now, exitReason killed) or "drain" (no new jobs, exit when idle).
 enum class Directive { kill, drain };
 // Why a worker exited: "sigterm", "sigint", "killed", "walltime", "idle", "error".
@@ -63,25 +59,30 @@ enum class ExitReason { sigterm, sigint, killed, walltime, idle, error };
 enum class WorkerStatus { active, stale, gone };
 // A job's log stream: "stdout", "stderr" (the {stream} of /v1/jobs/{id}/logs/{stream}).
 enum class LogStream { out, err };
+// Why a worker reports an attempt `lost` (docs/protocol.md 8.3): "workerStopping" (stopped because the
+// worker is going away: SIGTERM, walltime, kill directive, its allocation cancelled), "leaseExpired" (the
+// worker's own side of the lease ran out), "overCapacity" (an assignment beyond the worker's advertised
+// capacity: refused, never started; it does not count as an attempt).
+enum class EventReason { worker_stopping, lease_expired, over_capacity };
 
 std::string_view to_string(EventState s);
 std::string_view to_string(JobState s);
 std::string_view to_string(AttemptState s);
 std::string_view to_string(CancelReason r);
-std::string_view to_string(EventReason r);
 std::string_view to_string(Directive d);
 std::string_view to_string(ExitReason r);
 std::string_view to_string(WorkerStatus s);
 std::string_view to_string(LogStream s);
+std::string_view to_string(EventReason r);
 std::optional<EventState> parse_event_state(std::string_view s);
 std::optional<JobState> parse_job_state(std::string_view s);
 std::optional<AttemptState> parse_attempt_state(std::string_view s);
 std::optional<CancelReason> parse_cancel_reason(std::string_view s);
-std::optional<EventReason> parse_event_reason(std::string_view s);
 std::optional<Directive> parse_directive(std::string_view s);
 std::optional<ExitReason> parse_exit_reason(std::string_view s);
 std::optional<WorkerStatus> parse_worker_status(std::string_view s);
 std::optional<LogStream> parse_log_stream(std::string_view s);
+std::optional<EventReason> parse_event_reason(std::string_view s);
 
 // True for succeeded, failed, cancelled, lost.
 bool is_final(JobState s);
@@ -92,12 +93,16 @@ bool is_final(AttemptState s);
 // Shared pieces
 
 // Body of every 4xx/5xx reply: {"error":{"code":"...","message":"...", "expectedOffset": N}}.
-// `expected_offset` is set only for code "logGap".
+// `expected_offset` is set only for code "logGap", `last_seq` only for "outOfOrder".
 struct ErrorBody {
   std::string code;
   std::string message;
   std::optional<std::uint64_t> expected_offset;
+  std::optional<std::int64_t> last_seq;  // the highest seq applied for that lease
 };
+
+// The largest `seq` of an event (docs/protocol.md 8.3): a seq outside 1..kMaxEventSeq is 400.
+inline constexpr std::int64_t kMaxEventSeq = 1'000'000;
 
 // One attempt a worker holds: the job and the lease of the attempt.
 struct AttemptRef {
@@ -147,6 +152,12 @@ struct RegisterRequest {
   std::vector<std::string> profiles;               // training profile names
   std::optional<SlurmAllocation> slurm;            // only when backend == "slurm"
   std::vector<AttemptRef> running;                 // attempts still held (after an agent restart)
+  // Who this worker acts for beyond one launch: "<unix user>@<cluster>" of a login-node manager (printable
+  // ASCII, at most 200 bytes; absent or empty for workers without one, e.g. `nymph run --slurm`). A
+  // registration with an identity takes over the other workers of the same agent token and identity
+  // (docs/protocol.md 8.1, "Takeover"): they become gone, and the attempts of theirs listed in `running`
+  // move to this worker with their lease ids.
+  std::optional<std::string> identity;
 };
 
 // A stop order for one attempt, in poll and register replies.
@@ -164,10 +175,15 @@ struct RegisterResponse {
   std::string worker_token;
   double poll_timeout_s = 30;
   double lease_ttl_s = 90;
+  // Runner -> lease TTL in seconds, for the worker's runners whose leases have a TTL other than lease_ttl_s.
+  std::map<std::string, double> runner_lease_ttl_s;
   double stale_after_s = 60;
   int protocol = kVersion;
   std::vector<CancelOrder> cancel;  // attempts from `running` that the worker must stop
-  std::map<std::string, double> runner_lease_ttl_s;  // runner -> lease TTL when it differs from lease_ttl_s
+  // leaseId -> the highest event seq applied, for each attempt of `running` that stays with this worker
+  // (renewed or taken over): the worker's next event of that lease must use a higher seq (a repeated seq is a
+  // duplicate and would be dropped). Absent from servers that do not send it.
+  std::map<std::string, std::int64_t> last_seq;
 };
 
 // POST /v1/workers/{id}/poll
@@ -185,7 +201,7 @@ struct JobAssignment {
   std::string runner;
   std::string kind = "command";      // "command" | "training"
   JobSpec spec;
-  std::optional<double> lease_ttl_s;  // the TTL of this lease (absent: the registration's)
+  std::optional<double> lease_ttl_s; // the TTL of this lease (its runner's); absent from an older server
 };
 
 // 200 reply to a poll: empty lists and a null directive when the poll timed out.
@@ -198,7 +214,7 @@ struct PollResponse {
 // POST /v1/jobs/{id}/events
 struct EventRequest {
   std::string lease_id;
-  std::int64_t seq = 0;                      // >= 1, increasing per lease
+  std::int64_t seq = 0;                      // 1..kMaxEventSeq, increasing per lease (gaps allowed)
   EventState state = EventState::running;
   std::optional<int> exit_code;
   std::optional<int> signal;
@@ -206,7 +222,7 @@ struct EventRequest {
   std::optional<std::string> slurm_job_id;
   std::optional<boost::json::value> result;  // training: the checked result.json (succeeded only)
   std::optional<std::string> at;             // RFC 3339 UTC, the worker's clock
-  std::optional<EventReason> reason;         // state lost only: why the worker gave the attempt up
+  std::optional<EventReason> reason;         // state lost only: why the worker lost the attempt
 };
 
 // 200 reply to an event.
@@ -251,6 +267,7 @@ struct EventInfo {
   std::optional<boost::json::value> result;
   std::optional<std::string> at;
   std::string received_at;
+  std::optional<EventReason> reason;
 };
 
 // One attempt of a job.
@@ -311,6 +328,7 @@ struct WorkerInfo {
   std::map<std::string, int> capacity;
   std::vector<std::string> profiles;
   std::optional<SlurmAllocation> slurm;
+  std::optional<std::string> identity;       // the registration's identity (absent when it had none)
   WorkerStatus status = WorkerStatus::active;
   std::optional<ExitReason> exit_reason;     // null unless the worker reported /exit
   std::string exit_message;

@@ -104,7 +104,9 @@ try:
     with open(f"{tmp}/config.toml", "w") as f:
         f.write(f'[server]\nurl = "{url}"\n' + ('ca_file = "cert.pem"\n' if TLS else '') +
                 '[worker]\nlabel = "bench"\nmax_process_jobs = 2\n'
-                '[runners.slurm]\nenabled = false\n[log]\nlevel = "warn"\nfile = "agent.log"\n')
+                '[runners.slurm]\nenabled = false\n'
+                f'[manager]\nstate_dir = "manager"\ncluster = "{os.path.basename(tmp)}"\n'
+                '[log]\nlevel = "warn"\nfile = "agent.log"\n')
     agent = subprocess.Popen([NYMPH, "run", "--config", "config.toml"], cwd=tmp, stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     procs.append(agent)

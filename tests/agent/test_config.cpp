@@ -23,6 +23,19 @@ TEST(Config, MinimalFileGetsDefaults) {
   EXPECT_EQ(c->slurm.enabled, "auto");
   EXPECT_EQ(c->slurm.max_poll_duration, 24h);
   EXPECT_EQ(c->log.level, "info");
+  EXPECT_EQ(c->manager.cluster, "");
+  EXPECT_EQ(c->manager.state_dir, "");
+  EXPECT_EQ(c->manager.heartbeat_interval, 10s);
+}
+
+TEST(Config, ManagerSection) {
+  auto c = parse_config("[server]\nurl = \"http://127.0.0.1:8470\"\n[manager]\ncluster = \"lab-2\"\n"
+                        "state_dir = \"/scratch/ada/nymph\"\nheartbeat_interval = \"2s\"\n",
+                        "t.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->manager.cluster, "lab-2");
+  EXPECT_EQ(c->manager.state_dir, "/scratch/ada/nymph");
+  EXPECT_EQ(c->manager.heartbeat_interval, 2s);
 }
 
 TEST(Config, FullFileParses) {
@@ -133,6 +146,15 @@ INSTANTIATE_TEST_SUITE_P(
                   "bad.toml:4: log.level: expected one of trace"},
         BadConfig{"section is a value", "server = \"http://127.0.0.1:1\"\n",
                   "bad.toml:1: server: expected a section/table, got a string"},
+        BadConfig{"manager cluster with a slash", "[server]\nurl = \"http://127.0.0.1:1\"\n[manager]\ncluster = \"../x\"\n",
+                  "bad.toml:4: manager.cluster: expected 1-64 letters"},
+        BadConfig{"manager unknown key", "[server]\nurl = \"http://127.0.0.1:1\"\n[manager]\nlease = \"x\"\n",
+                  "unknown key manager.lease (not a key of [manager])"},
+        BadConfig{"manager empty state_dir", "[server]\nurl = \"http://127.0.0.1:1\"\n[manager]\nstate_dir = \"\"\n",
+                  "manager.state_dir: must not be empty"},
+        BadConfig{"manager heartbeat too short",
+                  "[server]\nurl = \"http://127.0.0.1:1\"\n[manager]\nheartbeat_interval = \"10ms\"\n",
+                  "manager.heartbeat_interval: must be between 100ms and 1h"},
         BadConfig{"empty token_file", "[server]\nurl = \"http://127.0.0.1:1\"\ntoken_file = \"\"\n",
                   "server.token_file: must not be empty"}),
     [](const auto& info) {

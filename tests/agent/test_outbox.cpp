@@ -187,3 +187,13 @@ TEST(Outbox, AClosedStreamDropsItsBytesAndTheFinalEventStillGoes) {
   EXPECT_EQ(r.seqs, std::vector<std::int64_t>{1});
   EXPECT_TRUE(box.finished());
 }
+
+TEST(Outbox, ATakenOverAttemptContinuesAfterTheServersLastSeq) {
+  AttemptOutbox box;
+  box.continue_after(3);  // the previous run's events 1-3 were applied
+  EXPECT_EQ(box.push_event(JobUpdate{.state = JobState::running}, now, t0), 4);
+  EXPECT_EQ(box.push_event(JobUpdate{.state = JobState::succeeded}, now, t0), 5);
+  box.continue_after(1);  // never goes back
+  EXPECT_EQ(box.last_seq(), 5);
+  EXPECT_EQ(drain(box).seqs, (std::vector<std::int64_t>{4, 5}));
+}

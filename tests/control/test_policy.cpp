@@ -160,9 +160,84 @@ TEST(Validate, RegisterAndEvents) {
   e.lease_id = "L";
   e.seq = 0;
   EXPECT_FALSE(validate(e));
+  e.seq = 1'000'001;
+  EXPECT_FALSE(validate(e));
+  e.seq = 9223372036854775807;
+  EXPECT_FALSE(validate(e));
+  e.seq = 1'000'000;
+  EXPECT_TRUE(validate(e));
   e.seq = 1;
   e.at = "yesterday";
   EXPECT_FALSE(validate(e));
   e.at = "2026-01-01T00:00:00Z";
   EXPECT_TRUE(validate(e));
+}
+
+TEST(Validate, RegistrationIdentity) {
+  nymph::protocol::RegisterRequest r;
+  r.launch_id = "01ABC";
+  r.hostname = "h";
+  r.runners = {"process"};
+  for (std::string ok : std::vector<std::string>{"", "alice@cluster-a", std::string(200, 'x')}) {
+    r.identity = ok;
+    EXPECT_TRUE(validate(r)) << ok;
+  }
+  for (std::string bad : std::vector<std::string>{std::string(201, 'x'), std::string("alice\n@c"), std::string("a\x1b[2J"),
+                          std::string("caf\xc3\xa9@c")}) {
+    r.identity = bad;
+    auto v = validate(r);
+    ASSERT_FALSE(v) << bad;
+    EXPECT_NE(v.error().message.find("identity"), std::string::npos);
+  }
+}
+
+TEST(Transitions, OnlyARefusalBeforeTheAttemptStartedGoesUncounted) {
+  using nymph::protocol::EventReason;
+  EXPECT_FALSE(lost_attempt_counts(EventReason::over_capacity, true, 0));
+  EXPECT_FALSE(lost_attempt_counts(EventReason::over_capacity, true, kMaxUncountedAttempts - 1));
+  EXPECT_TRUE(lost_attempt_counts(EventReason::over_capacity, true, kMaxUncountedAttempts));  // no endless bouncing
+  EXPECT_TRUE(lost_attempt_counts(EventReason::over_capacity, false, 0));  // it had started: a real attempt
+  EXPECT_TRUE(lost_attempt_counts(EventReason::worker_stopping, true, 0));
+  EXPECT_TRUE(lost_attempt_counts(EventReason::lease_expired, true, 0));
+  EXPECT_TRUE(lost_attempt_counts(std::nullopt, true, 0));
+}
+
+TEST(Validate, AnEventReasonOnlyWithStateLost) {
+  nymph::protocol::EventRequest e;
+  e.lease_id = "L";
+  e.seq = 1;
+  e.state = EventState::lost;
+  e.reason = nymph::protocol::EventReason::worker_stopping;
+  EXPECT_TRUE(validate(e));
+  e.state = EventState::failed;
+  auto v = validate(e);
+  ASSERT_FALSE(v);
+  EXPECT_NE(v.error().message.find("reason"), std::string::npos);
+}
+
+TEST(Liveness, EachLeaseRunsOnItsRunnersTtl) {
+  Liveness l(10s, 5s, {{"slurm", 100s}});
+  EXPECT_EQ(l.lease_ttl("slurm"), 100s);
+  EXPECT_EQ(l.lease_ttl("process"), 10s);
+  auto t0 = Liveness::Clock::time_point{} + 1000s;
+  l.lease_renewed("P", t0, "process");
+  l.lease_renewed("S", t0, "slurm");
+  EXPECT_EQ(l.next_deadline(), t0 + 10s);
+  auto e = l.take_expired(t0 + 10s);
+  EXPECT_EQ(e.lost_leases, std::vector<std::string>{"P"});
+  EXPECT_EQ(e.lost_lease_ttls, std::vector<Liveness::Duration>{10s});
+  // A renewal or a held poll that does not name the runner keeps the lease's own TTL.
+  l.lease_renewed("S", t0 + 50s);
+  EXPECT_TRUE(l.take_expired(t0 + 149s).lost_leases.empty());
+  l.lease_hold("S");
+  EXPECT_FALSE(l.next_deadline());
+  l.lease_release("S", t0 + 60s);
+  EXPECT_TRUE(l.take_expired(t0 + 159s).lost_leases.empty());
+  auto e2 = l.take_expired(t0 + 160s);
+  EXPECT_EQ(e2.lost_leases, std::vector<std::string>{"S"});
+  EXPECT_EQ(e2.lost_lease_ttls, std::vector<Liveness::Duration>{100s});
+  // A lease first seen in a held poll (after a restart of the server, say) takes its runner's TTL from it.
+  l.lease_hold("S2", "slurm");
+  l.lease_release("S2", t0 + 200s);
+  EXPECT_EQ(l.next_deadline(), t0 + 300s);
 }

@@ -165,6 +165,19 @@ TEST_F(StoreTest, EventsAreIdempotentAndFenced) {
   auto late = store_->apply_event(j, event(lease, 3, p::EventState::running), w, now());
   ASSERT_FALSE(late);
   EXPECT_EQ(late.error().code, "attemptFinished");
+  // Events of a lease apply in seq order: a lower seq that is not a duplicate is refused, with the last seq.
+  std::string j2 = submit();
+  auto lease2 = poll(w).reply.jobs.at(0).lease_id;
+  ASSERT_TRUE(store_->apply_event(j2, event(lease2, 5, p::EventState::running), w, now()));
+  auto behind = store_->apply_event(j2, event(lease2, 3, p::EventState::succeeded, 0), w, now());
+  ASSERT_FALSE(behind);
+  EXPECT_EQ(behind.error().status, 409u);
+  EXPECT_EQ(behind.error().code, "outOfOrder");
+  EXPECT_EQ(behind.error().last_seq, 5);
+  EXPECT_EQ(store_->get_job(j2)->state, p::JobState::running);
+  EXPECT_TRUE(store_->apply_event(j2, event(lease2, 5, p::EventState::running), w, now())->reply.duplicate);
+  EXPECT_EQ(store_->apply_event(j2, event(lease2, 7, p::EventState::succeeded, 0), w, now())->reply.job_state,
+            p::JobState::succeeded);
   auto unknown = store_->apply_event(j, event("lse_nope", 1, p::EventState::running), w, now());
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error().status, 409u);
@@ -192,7 +205,7 @@ TEST_F(StoreTest, LostLeaseRequeuesThenFencesTheOldWorker) {
   EXPECT_EQ(old.reply.cancel[0].reason, p::CancelReason::lease_lost);
   auto cur = poll(w2, {{"process", 1}}, {{j, a2.lease_id}});
   EXPECT_TRUE(cur.reply.cancel.empty());
-  EXPECT_EQ(cur.renewed_leases, std::vector<std::string>{a2.lease_id});
+  EXPECT_EQ(cur.renewed_leases, (std::vector<LeaseRef>{{a2.lease_id, "process"}}));
   // The last attempt lost: the job is lost.
   EXPECT_FALSE(store_->expire_lease(a2.lease_id, "test", now()).requeued);
   EXPECT_EQ(store_->get_job(j)->state, p::JobState::lost);
@@ -287,7 +300,7 @@ TEST_F(StoreTest, ReregisterKeepsIdAndReconcilesRunning) {
   auto again = store_->register_worker(r, agent_, now()).value();
   EXPECT_FALSE(again.created);
   EXPECT_EQ(again.reply.worker_id, w);
-  EXPECT_EQ(again.renewed_leases, std::vector<std::string>{lease});
+  EXPECT_EQ(again.renewed_leases, (std::vector<LeaseRef>{{lease, "process"}}));
   ASSERT_EQ(again.reply.cancel.size(), 1u);
   EXPECT_EQ(again.reply.cancel[0].job_id, "job_gone");
   auto info = store_->list_workers().workers.at(0);
@@ -305,7 +318,7 @@ TEST_F(StoreTest, StateSurvivesReopen) {
   store_ = Store::open(path_);
   auto live = store_->live_state();
   EXPECT_EQ(live.active_workers, std::vector<std::string>{w});
-  EXPECT_EQ(live.live_leases, std::vector<std::string>{lease});
+  EXPECT_EQ(live.live_leases, (std::vector<LeaseRef>{{lease, "process"}}));
   EXPECT_EQ(store_->read_log(j, "stdout", 0, std::nullopt, 100)->data, "abc");
   EXPECT_TRUE(store_->mark_stale(w));
   EXPECT_FALSE(store_->mark_stale(w));
@@ -512,4 +525,204 @@ TEST_F(StoreTest, PurgeDeletesOldFinishedJobsWithTheirLogsAndOldGoneOrStaleWorke
   EXPECT_EQ(store_->purge(later, 1).jobs, 1);
   EXPECT_EQ(store_->purge(later, 1).jobs, 0);
   EXPECT_TRUE(store_->get_job(queued));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Takeover (docs/protocol.md 8.1): a registration with an identity replaces the other workers of its token
+// and identity.
+
+namespace {
+p::RegisterRequest manager_registration(const std::string& identity, std::vector<p::AttemptRef> running = {}) {
+  p::RegisterRequest r;
+  r.launch_id = nymph::test::fresh_ulid();
+  r.hostname = "login1";
+  r.runners = {"process"};
+  r.identity = identity;
+  r.running = std::move(running);
+  return r;
+}
+}  // namespace
+
+TEST_F(StoreTest, TakeoverMovesListedAttemptsWithTheirLeaseAndLosesTheRest) {
+  StateCounts tracked = store_->counts();
+  auto old = store_->register_worker(manager_registration("alice@c1"), agent_, now()).value().reply.worker_id;
+  std::string kept = submit(), dropped = submit(), finished = submit();
+  auto jobs = poll(old, {{"process", 3}}).reply.jobs;
+  ASSERT_EQ(jobs.size(), 3u);
+  std::string kept_lease = jobs[0].lease_id, dropped_lease = jobs[1].lease_id, finished_lease = jobs[2].lease_id;
+  store_->apply_event(kept, event(kept_lease, 1, p::EventState::running), old, now()).value();
+  store_->apply_event(finished, event(finished_lease, 1, p::EventState::succeeded, 0), old, now()).value();
+  tracked += store_->take_changes();
+
+  auto reg = manager_registration("alice@c1", {{kept, kept_lease}, {finished, finished_lease}});
+  auto out = store_->register_worker(reg, agent_, now()).value();
+  const std::string& fresh = out.reply.worker_id;
+  EXPECT_NE(fresh, old);
+  EXPECT_TRUE(out.reply.cancel.empty()) << out.reply.cancel.at(0).job_id;
+  EXPECT_EQ(out.replaced_workers, std::vector<std::string>{old});
+  EXPECT_EQ(out.adopted_leases, (std::vector<std::string>{kept_lease, finished_lease}));
+  EXPECT_EQ(out.renewed_leases, (std::vector<LeaseRef>{{kept_lease, "process"}}));
+  EXPECT_EQ(out.lost_leases, std::vector<std::string>{dropped_lease});
+  ASSERT_EQ(out.requeued.size(), 1u);
+  tracked += store_->take_changes();
+  EXPECT_EQ(tracked, store_->counts()) << "the gauges follow a takeover";
+
+  // The predecessor is gone and says why; its credential acts for nothing any more.
+  auto workers = store_->list_workers().workers;
+  ASSERT_EQ(workers.size(), 2u);
+  const auto& gone = workers[0].id == old ? workers[0] : workers[1];
+  EXPECT_EQ(gone.status, p::WorkerStatus::gone);
+  EXPECT_EQ(gone.exit_reason, p::ExitReason::killed);
+  EXPECT_EQ(gone.exit_message, "replaced by worker " + fresh);
+  EXPECT_EQ(gone.identity, "alice@c1");
+  EXPECT_EQ(store_->poll(old, {}, now()).error().code, "unknownWorker");
+  EXPECT_EQ(store_->apply_event(kept, event(kept_lease, 2, p::EventState::succeeded, 0), old, now()).error().code,
+            "forbidden");
+
+  // The adopted attempt carries on under the same lease on the new worker, which finishes it.
+  auto job = store_->get_job(kept).value();
+  EXPECT_EQ(job.state, p::JobState::running);
+  EXPECT_EQ(job.worker_id, fresh);
+  EXPECT_EQ(job.attempts.at(0).lease_id, kept_lease);
+  EXPECT_EQ(job.attempts.at(0).worker_id, fresh);
+  EXPECT_TRUE(poll(fresh, {{"process", 0}}, {{kept, kept_lease}}).reply.cancel.empty());
+  EXPECT_EQ(store_->apply_event(kept, event(kept_lease, 2, p::EventState::succeeded, 0), fresh, now())->reply.job_state,
+            p::JobState::succeeded);
+  // A final event the predecessor had delivered is a duplicate for its successor, not a refusal.
+  EXPECT_TRUE(store_->apply_event(finished, event(finished_lease, 1, p::EventState::succeeded, 0), fresh, now())
+                  ->reply.duplicate);
+  // The unlisted attempt was lost and its job went back to the queue (attempt 2 of 2).
+  auto d = store_->get_job(dropped).value();
+  EXPECT_EQ(d.state, p::JobState::queued);
+  EXPECT_EQ(d.attempts.at(0).state, p::AttemptState::lost);
+  EXPECT_EQ(d.attempts.at(0).message, "its worker was replaced by worker " + fresh);
+  EXPECT_EQ(store_->apply_event(dropped, event(dropped_lease, 1, p::EventState::running), old, now()).error().code,
+            "leaseLost");
+}
+
+TEST_F(StoreTest, TakeoverAdoptsFromAGoneManagerWithoutTouchingItsOtherAttempts) {
+  auto old = store_->register_worker(manager_registration("alice@c1"), agent_, now()).value().reply.worker_id;
+  std::string listed = submit(), unlisted = submit();
+  auto jobs = poll(old, {{"process", 2}}).reply.jobs;
+  p::ExitRequest ex;
+  ex.exit_reason = p::ExitReason::sigterm;
+  store_->worker_exit(old, ex, now()).value();  // a manager that reported /exit before its successor started
+  auto out = store_->register_worker(manager_registration("alice@c1", {{listed, jobs[0].lease_id}}), agent_, now())
+                 .value();
+  EXPECT_TRUE(out.reply.cancel.empty());
+  EXPECT_TRUE(out.replaced_workers.empty());  // already gone: its exit reason stays
+  EXPECT_EQ(out.adopted_leases, std::vector<std::string>{jobs[0].lease_id});
+  EXPECT_TRUE(out.lost_leases.empty());        // a gone worker's attempts end by events or lease expiry
+  EXPECT_EQ(store_->get_job(listed)->worker_id, out.reply.worker_id);
+  EXPECT_EQ(store_->get_job(unlisted)->state, p::JobState::running);
+  auto workers = store_->list_workers().workers;
+  const auto& gone = workers[0].id == old ? workers[0] : workers[1];
+  EXPECT_EQ(gone.exit_reason, p::ExitReason::sigterm);
+}
+
+TEST_F(StoreTest, NoTakeoverAcrossTokensOrIdentitiesOrWithoutAnIdentity) {
+  TokenRecord other{token_hash("nym_other"), "other", Role::agent, {}, false};
+  auto old = store_->register_worker(manager_registration("alice@c1"), agent_, now()).value().reply.worker_id;
+  std::string j = submit();
+  auto lease = poll(old).reply.jobs.at(0).lease_id;
+  struct Case {
+    const char* what;
+    p::RegisterRequest reg;
+    const TokenRecord* by;
+  };
+  std::vector<Case> cases{{"another identity", manager_registration("bob@c1", {{j, lease}}), &agent_},
+                          {"another token", manager_registration("alice@c1", {{j, lease}}), &other},
+                          {"no identity", manager_registration("", {{j, lease}}), &agent_}};
+  cases[2].reg.identity.reset();
+  for (auto& c : cases) {
+    auto out = store_->register_worker(c.reg, *c.by, now()).value();
+    ASSERT_EQ(out.reply.cancel.size(), 1u) << c.what;
+    EXPECT_EQ(out.reply.cancel[0].reason, p::CancelReason::lease_lost) << c.what;
+    EXPECT_TRUE(out.replaced_workers.empty()) << c.what;
+    EXPECT_TRUE(out.adopted_leases.empty()) << c.what;
+  }
+  EXPECT_EQ(store_->get_job(j)->worker_id, old);
+  EXPECT_TRUE(poll(old, {{"process", 0}}, {{j, lease}}).reply.cancel.empty());
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Lost events with a reason (D1 of issue 15)
+
+TEST_F(StoreTest, AnOverCapacityRefusalRequeuesTheJobWithoutCountingAnAttempt) {
+  StateCounts tracked = store_->counts();
+  std::string j = submit("process", {}, {}, /*max_attempts=*/1);
+  std::string w = worker();
+  auto first = poll(w, {{"process", 1}}).reply.jobs.at(0);
+  auto refuse = event(first.lease_id, 1, p::EventState::lost);
+  refuse.reason = p::EventReason::over_capacity;
+  auto r = store_->apply_event(j, refuse, w, now()).value();
+  EXPECT_EQ(r.reply.job_state, p::JobState::queued) << "maxAttempts 1, yet the refusal was not the job's attempt";
+  ASSERT_TRUE(r.requeued);
+  EXPECT_FALSE(r.freed_slot) << "a refused job never held a slot";
+  auto job = store_->get_job(j).value();
+  EXPECT_EQ(job.attempts.at(0).state, p::AttemptState::lost);
+  EXPECT_EQ(job.attempts.at(0).message, "refused by the worker: over capacity");
+  EXPECT_EQ(job.events.at(0).reason, p::EventReason::over_capacity);
+  tracked += store_->take_changes();
+  EXPECT_EQ(tracked, store_->counts());
+
+  // The next attempt is numbered on (2) and is the job's one counted attempt: losing it loses the job.
+  auto second = poll(w, {{"process", 1}}).reply.jobs.at(0);
+  EXPECT_EQ(second.attempt, 2);
+  auto stopping = event(second.lease_id, 1, p::EventState::lost);
+  stopping.reason = p::EventReason::worker_stopping;
+  EXPECT_EQ(store_->apply_event(j, stopping, w, now())->reply.job_state, p::JobState::lost);
+  EXPECT_EQ(store_->get_job(j)->events.at(1).reason, p::EventReason::worker_stopping);
+}
+
+TEST_F(StoreTest, AnOverCapacityClaimAfterTheAttemptStartedCountsLikeAnyLostAttempt) {
+  std::string j = submit("process", {}, {}, /*max_attempts=*/1);
+  std::string w = worker();
+  auto lease = poll(w, {{"process", 1}}).reply.jobs.at(0).lease_id;
+  store_->apply_event(j, event(lease, 1, p::EventState::running), w, now()).value();
+  auto late = event(lease, 2, p::EventState::lost);
+  late.reason = p::EventReason::over_capacity;
+  auto r = store_->apply_event(j, late, w, now()).value();
+  EXPECT_EQ(r.reply.job_state, p::JobState::lost);
+  EXPECT_TRUE(r.freed_slot);
+}
+
+TEST_F(StoreTest, WorkerStoppingAndLeaseExpiredRequeueWhileAttemptsRemain) {
+  for (auto reason : {p::EventReason::worker_stopping, p::EventReason::lease_expired}) {
+    std::string j = submit();  // maxAttempts 2
+    std::string w = worker();
+    auto lease = poll(w, {{"process", 1}}).reply.jobs.at(0).lease_id;
+    store_->apply_event(j, event(lease, 1, p::EventState::running), w, now()).value();
+    auto lost = event(lease, 2, p::EventState::lost);
+    lost.reason = reason;
+    EXPECT_EQ(store_->apply_event(j, lost, w, now())->reply.job_state, p::JobState::queued) << p::to_string(reason);
+    auto again = poll(w, {{"process", 1}}).reply.jobs.at(0);
+    EXPECT_EQ(again.attempt, 2);
+    auto lost2 = event(again.lease_id, 1, p::EventState::lost);
+    lost2.reason = reason;
+    EXPECT_EQ(store_->apply_event(j, lost2, w, now())->reply.job_state, p::JobState::lost) << p::to_string(reason);
+  }
+}
+
+TEST_F(StoreTest, LiveStateCarriesEachLeasesRunnerForItsTtlAfterARestart) {
+  std::string p1 = submit("process"), s1 = submit("slurm");
+  std::string w = worker({"process", "slurm"});
+  auto jobs = poll(w, {{"process", 1}, {"slurm", 1}}).reply.jobs;
+  ASSERT_EQ(jobs.size(), 2u);
+  store_.reset();
+  store_ = Store::open(path_);
+  auto live = store_->live_state().live_leases;
+  std::sort(live.begin(), live.end(), [](const LeaseRef& a, const LeaseRef& b) { return a.runner < b.runner; });
+  const auto& pl = jobs[0].runner == "process" ? jobs[0] : jobs[1];
+  const auto& sl = jobs[0].runner == "slurm" ? jobs[0] : jobs[1];
+  EXPECT_EQ(live, (std::vector<LeaseRef>{{pl.lease_id, "process"}, {sl.lease_id, "slurm"}}));
+}
+
+TEST_F(StoreTest, TouchWorkerKeepsLastSeenToTheSecond) {
+  auto t0 = now();
+  std::string w = worker();  // lastSeen t0 (about)
+  EXPECT_FALSE(store_->touch_worker(w, t0 + std::chrono::milliseconds(500))) << "within a second: not written";
+  EXPECT_TRUE(store_->touch_worker(w, t0 + std::chrono::seconds(5)));
+  EXPECT_EQ(store_->list_workers().workers.at(0).last_seen, p::format_time(t0 + std::chrono::seconds(5)));
+  EXPECT_FALSE(store_->touch_worker("wrk_nope", t0));
 }

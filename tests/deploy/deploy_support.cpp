@@ -127,6 +127,9 @@ Agent::Agent(const ControlServer& cp, std::string binary, std::vector<std::strin
   write_file(dir_ / "config.toml", "[server]\nurl = \"" + cp.url() + "\"\ntoken_file = \"token\"\n"
                                    "[worker]\nlabel = \"deploy\"\nwork_dir = \"work\"\n"
                                    "[runners.slurm]\nenabled = false\n"
+                                   // its own manager identity: concurrent tests of one user never refuse each other
+                                   "[manager]\nstate_dir = \"manager\"\ncluster = \"" +
+                                   dir_.path().filename().string() + "\"\n"
                                    "[log]\nlevel = \"debug\"\nfile = \"agent.log\"\n");
   std::vector<std::string> args = prefix;
   args.insert(args.end(), {binary, "run", "--config", "config.toml"});

@@ -83,6 +83,7 @@ class InstallCli : public ::testing::Test {
     fs::create_directories(home_);
     if (const char* h = std::getenv("HOME")) old_home_ = h;
     ::setenv("HOME", home_.c_str(), 1);
+    ::unsetenv("XDG_DATA_HOME");  // the manager state directory follows HOME
     token_file_ = write_token("tok", "cli-secret-token-7f3a9c\n");
     server_ = "http://127.0.0.1:" + std::to_string(closed_port());
   }
@@ -249,10 +250,12 @@ TEST_F(InstallCli, InstallStartsAPrivateDaemonThatKillStops) {
 }
 
 TEST_F(InstallCli, TwoInstallsKeepSeparateLabelsAndTokens) {
+  // Two managers at once need two identities: one cluster each.
   auto first = install_args();
-  first.push_back("--json");
+  first.insert(first.end(), {"--json", "--cluster", "one"});
   auto a = run(first);
-  auto b = run({"install", "--server", server_, "--token-stdin", "--label", "cli", "--json"}, "second-token-99\n");
+  auto b = run({"install", "--server", server_, "--token-stdin", "--label", "cli", "--json", "--cluster", "two"},
+               "second-token-99\n");
   ASSERT_EQ(a.exit_code, 0) << a.err;
   ASSERT_EQ(b.exit_code, 0) << b.err;
   auto oa = one_object(a), ob = one_object(b);
@@ -282,4 +285,35 @@ TEST_F(InstallCli, KillAndLaunchesOnNothing) {
   EXPECT_EQ(k.exit_code, 1);
   EXPECT_NE(k.err.find("no launch with ID or worker label"), std::string::npos) << k.err;
   EXPECT_NE(run({"kill"}).exit_code, 0);
+}
+
+TEST_F(InstallCli, SecondManagerOfTheIdentityIsRefusedAndReplaceTakesOver) {
+  auto args = install_args();
+  args.insert(args.end(), {"--json", "--cluster", "lab"});
+  auto first = run(args);
+  ASSERT_EQ(first.exit_code, 0) << first.err << first.out;
+  auto a = one_object(first);
+  EXPECT_EQ(a["identity"].as_string().ends_with("@lab"), true) << first.out;
+  int pid = static_cast<int>(a["pid"].as_int64());
+
+  auto refused = run(args);
+  EXPECT_EQ(refused.exit_code, 1);
+  auto e = one_object(refused);
+  ASSERT_TRUE(e.contains("error")) << refused.out;
+  std::string message(e["error"].as_string());
+  EXPECT_NE(message.find("is already running: host "), std::string::npos) << message;
+  EXPECT_NE(message.find("pid " + std::to_string(pid) + " launch " + std::string(a["launchId"].as_string())),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(one_object(run({"launches", "--json"}))["launches"].as_array().size(), 1u) << "nothing written";
+
+  args.push_back("--replace");
+  auto replaced = run(args);
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.err << replaced.out;
+  EXPECT_FALSE(running(pid));
+  auto list = one_object(run({"launches", "--json"}))["launches"].as_array();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].at("state"), "exited");
+  EXPECT_EQ(list[0].at("exitReason"), "sigterm");
+  EXPECT_EQ(list[1].at("state"), "running");
 }

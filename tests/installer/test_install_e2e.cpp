@@ -37,6 +37,7 @@ class InstallE2E : public ::testing::Test {
     home_ = tmpl;
     if (const char* h = std::getenv("HOME")) old_home_ = h;
     ::setenv("HOME", home_.c_str(), 1);
+    ::unsetenv("XDG_DATA_HOME");  // the manager state directory follows HOME
   }
 
   void TearDown() override {
@@ -131,9 +132,11 @@ TEST_F(InstallE2E, ControlPlaneKillIsRecordedAsKilled) {
 
 TEST_F(InstallE2E, TwoInstallsRegisterAsTwoWorkers) {
   ControlServer cp({.poll_timeout = "500ms"});
-  auto a = install(cp, {"--label", "twin"});
+  // Two managers at once are two identities: one cluster each.
+  auto a = install(cp, {"--label", "twin", "--cluster", "one"});
   auto second = cp.create_token("agent");
-  auto r = nymph({"install", "--server", cp.url(), "--token-stdin", "--label", "twin", "--json"}, second + "\n");
+  auto r = nymph({"install", "--server", cp.url(), "--token-stdin", "--label", "twin", "--json", "--cluster", "two"},
+                 second + "\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto b = one_object(r);
   auto wa = worker(cp, str(a, "workerLabel"), [](const std::string& s) { return s != "gone"; });

@@ -14,9 +14,13 @@
 #include <fstream>
 #include <sstream>
 
+#include <thread>
+
+#include "agent/manager_lease.hpp"
 #include "installer/install.hpp"
 #include "installer/launches.hpp"
 #include "installer/process.hpp"
+#include "runners/slurm/journal.hpp"
 #include "tests/support/files.hpp"
 
 using nymph::test::read_file;
@@ -339,4 +343,93 @@ TEST_F(InstallExec, TokenFileThatIsAFifoOrHugeIsRefusedAtOnce) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("larger than"), std::string::npos) << r.error().message;
   EXPECT_FALSE(fs::exists(root_ / "state"));
+}
+
+namespace {
+// Writes manager.json for the identity `cluster` of the fixture's state directory, held by `pid` on testhost.
+void write_lease(const fs::path& state_dir, const std::string& cluster, pid_t pid, const std::string& launch) {
+  auto dir = state_dir / "managers" / cluster;
+  fs::create_directories(dir);
+  auto now = std::chrono::system_clock::now();
+  nymph::agent::ManagerLease l{.host = "testhost", .pid = pid, .pid_start_time = *nymph::agent::process_start_time(pid),
+                               .launch_id = launch, .started_at = now, .heartbeat_at = now};
+  std::ofstream(dir / nymph::agent::kLeaseFile) << nymph::agent::lease_json(l);
+}
+}  // namespace
+
+TEST_F(InstallExec, RefusedWhileALiveManagerHoldsTheIdentity) {
+  write_lease(root_ / "state", "testhost", ::getpid(), "01HOLDER");  // this test process stands in for it
+  auto out = install();
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.error().message.find("is already running: host testhost pid " + std::to_string(::getpid()) +
+                                     " launch 01HOLDER"),
+            std::string::npos)
+      << out.error().message;
+  EXPECT_NE(out.error().message.find("--replace"), std::string::npos) << out.error().message;
+  EXPECT_TRUE(list_launches(manage_).empty()) << "nothing written";
+  opts_.cluster = "other";  // another cluster is another identity
+  auto other = install();
+  ASSERT_TRUE(other) << other.error().message;
+  EXPECT_EQ(other->plan.manager_state_dir, root_ / "state" / "managers" / "other");
+  EXPECT_NE(read_file(other->plan.config_path).find("cluster = 'other'"), std::string::npos);
+}
+
+TEST_F(InstallExec, ReplaceMakesTheHolderGoFirstAndPassesThrough) {
+  pid_t holder = ::fork();
+  if (holder == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  write_lease(root_ / "state", "testhost", holder, "01HOLDER");
+  std::thread reaper([holder] { ::waitpid(holder, nullptr, 0); });
+  opts_.replace = true;
+  auto out = install();
+  reaper.join();
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_FALSE(alive(holder));
+  auto probe = read_file(out->plan.launch_dir / "probe.txt");
+  EXPECT_NE(probe.find("arg --replace\n"), std::string::npos) << probe;
+}
+
+TEST_F(InstallExec, PruneKeepsALaunchWhoseSlurmJobsMayStillRun) {
+  auto out = install();
+  ASSERT_TRUE(out) << out.error().message;
+  ASSERT_TRUE(kill_launch(manage_, out->plan.launch_id, std::chrono::seconds(10)));
+  // The layout before manager identities: the journal in the launch directory, a job still in Slurm.
+  using nymph::runners::slurm::Journal;
+  using nymph::runners::slurm::JournalEntry;
+  auto journal_path = out->plan.launch_dir / nymph::runners::slurm::kJournalFile;
+  JournalEntry e{.job_id = "job-1", .attempt = 1, .lease_id = "lease-1", .slurm_job_id = "77",
+                 .dir = out->plan.launch_dir / "nymph-job-1-1"};
+  {
+    auto j = Journal::open(journal_path);
+    ASSERT_TRUE(j) << j.error().message;
+    ASSERT_TRUE(j->append(e));
+  }
+  auto kept = prune_launches(manage_);
+  EXPECT_TRUE(kept.removed.empty());
+  ASSERT_EQ(kept.kept.size(), 1u);
+  EXPECT_NE(kept.kept[0].find("Slurm job(s)"), std::string::npos) << kept.kept[0];
+  EXPECT_TRUE(fs::exists(out->plan.launch_dir));
+
+  // The job is done there, but a manager identity's journal points into the directory.
+  {
+    auto j = Journal::open(journal_path);
+    ASSERT_TRUE(j->mark_done("job-1", 1));
+  }
+  auto identity_journal = root_ / "state" / "managers" / "lab" / "slurm" / nymph::runners::slurm::kJournalFile;
+  fs::create_directories(identity_journal.parent_path());
+  {
+    auto j = Journal::open(identity_journal);
+    ASSERT_TRUE(j->append(e));
+  }
+  EXPECT_TRUE(prune_launches(manage_).removed.empty());
+  {
+    auto j = Journal::open(identity_journal);
+    ASSERT_TRUE(j->mark_done("job-1", 1));
+  }
+  auto pruned = prune_launches(manage_);
+  ASSERT_EQ(pruned.removed.size(), 1u);
+  EXPECT_FALSE(fs::exists(out->plan.launch_dir));
+  EXPECT_TRUE(fs::exists(identity_journal)) << "identity state is never pruned";
 }

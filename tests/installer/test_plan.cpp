@@ -322,3 +322,42 @@ TEST(InstallPlan, BadTrainingProfilesAreRefusedNamingTheOption) {
   o.training_profiles = {"smoke=/a.sh", "smoke=/b.sh"};
   EXPECT_TRUE(contains(plan_error(o), "given twice"));
 }
+
+TEST(InstallPlan, LocalLaunchIsAManagerOfTheIdentity) {
+  auto h = host();
+  h.cluster = "nymphlab";
+  h.user = "ada";
+  auto p = plan_ok(base(), h);
+  EXPECT_EQ(p.identity, "ada@nymphlab");
+  EXPECT_EQ(p.manager_state_dir, "/home/ada/.local/share/nymph/managers/nymphlab");
+  auto t = toml::parse(p.config_toml);
+  EXPECT_EQ(t["manager"]["cluster"].value_or(std::string{}), "nymphlab");
+  EXPECT_EQ(t["manager"]["state_dir"].value_or(std::string{}), "/home/ada/.local/share/nymph/managers/nymphlab");
+
+  h.data_home = "/data/ada";  // XDG_DATA_HOME, as `nymph run` resolves its default
+  EXPECT_EQ(plan_ok(base(), h).manager_state_dir, "/data/ada/nymph/managers/nymphlab");
+  auto o = base();
+  o.state_dir = "/scratch/ada/nymph";  // --state-dir wins
+  o.cluster = "other-1";               // --cluster wins over scontrol
+  p = plan_ok(o, h);
+  EXPECT_EQ(p.manager_state_dir, "/scratch/ada/nymph/managers/other-1");
+  EXPECT_EQ(p.identity, "ada@other-1");
+  h.cluster = "";  // no ClusterName: the host name
+  EXPECT_EQ(plan_ok(base(), h).identity, "ada@login1");
+}
+
+TEST(InstallPlan, ReplacePassesThroughAndManagerOptionsNeedALocalLaunch) {
+  auto o = base();
+  o.replace = true;
+  EXPECT_EQ(plan_ok(o).daemon_argv.back(), "--replace");
+  auto s = slurm_base();
+  EXPECT_FALSE(contains(plan_ok(s).config_toml, "[manager]"));
+  s.replace = true;
+  EXPECT_TRUE(contains(plan_error(s), "--replace"));
+  s = slurm_base();
+  s.cluster = "lab";
+  EXPECT_TRUE(contains(plan_error(s), "--cluster"));
+  o = base();
+  o.cluster = "../etc";
+  EXPECT_TRUE(contains(plan_error(o), "--cluster '../etc'"));
+}

@@ -211,3 +211,54 @@ TEST(Protocol, EmptyAttemptsAndEventsAreOmittedAndEnumErrorsListEveryName) {
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().message, "field 'spec': is required");
 }
+
+TEST(Protocol, SeamFieldsOfIssue15AreOptionalAndRoundTrip) {
+  // Absent in a v1 document of before: defaults.
+  auto plain = p::parse_as<p::RegisterRequest>(R"({"launchId":"L1","hostname":"h","runners":["process"]})");
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_FALSE(plain->identity);
+  p::RegisterRequest r = *plain;
+  r.identity = "alice@cluster-a";
+  auto text = p::to_json_text(r);
+  EXPECT_NE(text.find(R"("identity":"alice@cluster-a")"), std::string::npos) << text;
+  EXPECT_EQ(p::parse_as<p::RegisterRequest>(text)->identity, "alice@cluster-a");
+
+  p::ErrorBody e{"outOfOrder", "behind", std::nullopt, 5};
+  EXPECT_EQ(p::error_document(e), R"({"error":{"code":"outOfOrder","message":"behind","lastSeq":5}})");
+  EXPECT_EQ(p::parse_error_document(p::error_document(e))->last_seq, 5);
+
+  p::RegisterResponse reg;
+  reg.worker_id = "wrk_1";
+  EXPECT_EQ(p::to_json_text(reg).find("runnerLeaseTtlS"), std::string::npos) << "omitted when empty";
+  reg.runner_lease_ttl_s = {{"slurm", 1800}};
+  auto reg_text = p::to_json_text(reg);
+  EXPECT_NE(reg_text.find(R"("runnerLeaseTtlS":{"slurm":1800})"), std::string::npos) << reg_text;
+  EXPECT_EQ(p::parse_as<p::RegisterResponse>(reg_text)->runner_lease_ttl_s, reg.runner_lease_ttl_s);
+
+  auto a = p::parse_as<p::JobAssignment>(
+      R"({"jobId":"j","attempt":1,"leaseId":"l","runner":"slurm","kind":"command","spec":{"argv":["x"]}})");
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_FALSE(a->lease_ttl_s);
+  a->lease_ttl_s = 1800;
+  EXPECT_NE(p::to_json_text(*a).find(R"("leaseTtlS":1800)"), std::string::npos);
+}
+
+TEST(Protocol, EventReasonsHaveCamelCaseWireNames) {
+  p::EventRequest e;
+  e.lease_id = "lse_1";
+  e.seq = 1;
+  e.state = p::EventState::lost;
+  for (auto [r, name] : {std::pair{p::EventReason::worker_stopping, "workerStopping"},
+                         std::pair{p::EventReason::lease_expired, "leaseExpired"},
+                         std::pair{p::EventReason::over_capacity, "overCapacity"}}) {
+    e.reason = r;
+    auto text = p::to_json_text(e);
+    EXPECT_NE(text.find(std::string(R"("reason":")") + name + "\""), std::string::npos) << text;
+    EXPECT_EQ(p::parse_as<p::EventRequest>(text)->reason, r);
+    EXPECT_EQ(p::parse_event_reason(name), r);
+  }
+  auto bad = p::parse_as<p::EventRequest>(R"({"leaseId":"l","seq":1,"state":"lost","reason":"tired"})");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("workerStopping, leaseExpired or overCapacity"), std::string::npos)
+      << bad.error().message;
+}

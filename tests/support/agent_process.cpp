@@ -45,6 +45,8 @@ AgentProcess::AgentProcess(const ControlServer& cp, AgentOptions options) : opti
     << "[runners.process]\nkill_grace = \"" << options_.kill_grace << "\"\n"
     << options_.process_toml
     << "[runners.slurm]\n" << options_.slurm_toml
+    << "[manager]\n"
+    << options_.manager_toml.value_or("state_dir = \"manager\"\ncluster = \"" + fs::path(dir_).filename().string() + "\"\n")
     << "[log]\nlevel = \"debug\"\nfile = \"agent.log\"\n"
     << options_.extra_toml;
   c.close();
@@ -70,6 +72,7 @@ void AgentProcess::start() {
   posix_spawn_file_actions_addopen(&fa, 1, "stderr.log", O_WRONLY | O_CREAT | O_APPEND, 0600);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
   std::vector<std::string> args{NYMPH_BINARY, "run", "--config", "config.toml"};
+  args.insert(args.end(), options_.run_args.begin(), options_.run_args.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -7,12 +7,14 @@
 //   agent.signal(SIGTERM);
 //   int status = agent.wait_exit();           // exit status (128+signal when killed)
 //
-// The launch directory holds config.toml, token (0600), status.json, work/ and agent.log (the daemon's log
-// file) and stderr.log. The destructor SIGKILLs a daemon still running and removes the directory.
+// The launch directory holds config.toml, token (0600), status.json, work/, manager/ (the [manager] state_dir:
+// manager.json, the Slurm journal and job directories), agent.log (the daemon's log file) and stderr.log.
+// The destructor SIGKILLs a daemon still running and removes the directory.
 #include <sys/types.h>
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <vector>
 #include <string>
 
@@ -30,6 +32,11 @@ struct AgentOptions {
   std::string process_toml;            // more lines of [runners.process] (e.g. "allow_commands = false\n")
   std::string slurm_toml = "enabled = false\n";  // the body of [runners.slurm]
   std::string label = "e2e";
+  // The body of [manager]. Default: this daemon's own identity, so that several daemons of one test (one user)
+  // never refuse or replace each other: state_dir = "manager" (in the launch directory) and a cluster named
+  // after the launch directory. Tests of the one-manager rule set their own.
+  std::optional<std::string> manager_toml;
+  std::vector<std::string> run_args;   // more arguments of `nymph run` (e.g. "--replace")
   bool start = true;                   // start in the constructor
 };
 
