@@ -212,7 +212,7 @@ void read_worker(TableReader& r, WorkerConfig& w) {
   r.integer("max_process_jobs", w.max_process_jobs, 0, 4096);
   r.optional_duration("idle_exit", w.idle_exit);
   r.duration("drain_grace", w.drain_grace);
-  r.duration("stop_timeout", w.stop_timeout, milliseconds(1'000), milliseconds(35'000));
+  r.duration("stop_timeout", w.stop_timeout, milliseconds(1'000), kMaxStopTimeout);
   r.reject_unknown_keys();
 }
 

@@ -22,6 +22,10 @@ struct ServerConfig {
   bool allow_insecure_http = false;      // plain http:// to a non-loopback host (the only way around the rule)
 };
 
+// The longest [worker] stop_timeout: systemd's default stop timeout (90 s) and Slurm's default KillWait (30 s)
+// leave room for it and the last deliveries.
+inline constexpr milliseconds kMaxStopTimeout{35'000};
+
 // [worker]
 struct WorkerConfig {
   std::string label;                     // default: short host name

@@ -236,6 +236,7 @@ struct Daemon::Impl {
   asio::awaitable<bool> register_worker() {
     while (!exiting) {
       auto request = make_register_request();
+      const auto sent = Clock::now();
       auto r = co_await cp.register_worker(request);
       if (r) {
         // The worker id goes into every later request path; the same bad id would come back on a retry.
@@ -252,7 +253,7 @@ struct Daemon::Impl {
         lease_ttl = seconds_to_ms(r->lease_ttl_s, lease_ttl);
         runner_lease_ttl.clear();
         for (const auto& [runner, ttl] : r->runner_lease_ttl_s) runner_lease_ttl[runner] = seconds_to_ms(ttl, lease_ttl);
-        renew(request.running);
+        renew(request.running, sent);
         handle_cancel_orders(r->cancel);
         resume_adopted(r->last_seq);
         lifecycle.registered(Clock::now());
@@ -282,12 +283,13 @@ struct Daemon::Impl {
     return assigned ? seconds_to_ms(*assigned, fallback) : fallback;
   }
 
-  // A successful poll or registration reply renewed the leases its request listed.
-  void renew(const std::vector<protocol::AttemptRef>& listed) {
-    const auto now = Clock::now();
+  // A successful poll or registration reply renewed the leases its request listed. The agent's clock restarts
+  // at `sent`, when that request left: the server restarts its own no earlier (when the request arrived, or
+  // when a held poll ends), so the agent's window always closes first, however late the reply came.
+  void renew(const std::vector<protocol::AttemptRef>& listed, Clock::time_point sent) {
     for (const auto& ref : listed)
       if (auto it = attempts.find(ref.job_id); it != attempts.end() && it->second->lease_id == ref.lease_id)
-        leases.renewed(ref.job_id, now);
+        leases.renewed(ref.job_id, sent);
   }
 
   // D4: stops every attempt whose lease the agent could not renew in time, before the server re-queues its job:
@@ -371,6 +373,7 @@ struct Daemon::Impl {
     while (!exiting && !polling_stopped) {
       auto request = make_poll_request();
       auto listed = request.running;
+      const auto sent = Clock::now();
       auto r = co_await cancellable_poll(std::move(request));
       if (exiting || polling_stopped) break;
       if (!r) continue;  // re-issued after a change of phase
@@ -394,7 +397,7 @@ struct Daemon::Impl {
       // A4: the control plane answers again: every delivery waiting out a backoff retries now.
       if (backoff.failures() > 0) state_changed.notify();
       backoff.reset();
-      renew(listed);
+      renew(listed, sent);
       handle_poll_reply(std::move(**r));
     }
   }

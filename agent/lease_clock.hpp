@@ -1,8 +1,9 @@
 #pragma once
 // The agent's side of each attempt's lease (D4, issue 15), as a sans-io state machine: an attempt whose lease
 // the agent could not renew for `ttl - margin` must be stopped before the control plane re-queues it, so that
-// two copies of a job never run at once. A lease counts as renewed when a poll or registration that listed it
-// got a successful reply (the server renews what a request lists, and holds it while a poll is held).
+// two copies of a job never run at once. A lease counts as renewed, from the moment the request left, when a
+// poll or registration that listed it got a successful reply (the server renews what a request lists, and holds
+// it while a poll is held).
 #include <chrono>
 #include <map>
 #include <optional>
@@ -22,8 +23,9 @@ class LeaseClock {
 
   // Starts the clock of `job_id`'s lease (`ttl` long) at `now` (its assignment renewed it). Replaces a previous one.
   void track(const std::string& job_id, std::chrono::milliseconds ttl, Clock::time_point now);
-  // A successful reply at `now` to a poll or registration that listed `job_id`. Unknown ids are ignored.
-  void renewed(const std::string& job_id, Clock::time_point now);
+  // A poll or registration that listed `job_id` and was sent at `sent` got a successful reply: the lease's clock
+  // restarts at `sent` (never earlier than it already stands). Unknown ids are ignored.
+  void renewed(const std::string& job_id, Clock::time_point sent);
   // Stops watching `job_id` (its run ended, or it was given up).
   void forget(const std::string& job_id);
 

@@ -155,10 +155,10 @@ HeldLease acquire_lease(const AgentConfig& c, const ManagerIdentity& m, const Ru
   ManagerLease mine{.host = host, .pid = ::getpid(), .pid_start_time = *start, .launch_id = launch_id,
                     .heartbeat_interval = c.manager.heartbeat_interval};
   if (args.replace) {
-    // The holder drains within its exit budget (SIGTERM: drain_grace + kill_grace at most); wait that long and
-    // a margin, and never less than 45 s.
-    auto bound = std::max<std::chrono::milliseconds>(std::chrono::seconds(45),
-                                                     c.worker.drain_grace + c.process.kill_grace + std::chrono::seconds(10));
+    // The holder exits within its stop budget ([worker] stop_timeout, at most 35 s) after SIGTERM; wait that
+    // long and a margin for its last heartbeat to be read (another host's holder sees the request at its next
+    // heartbeat).
+    auto bound = kMaxStopTimeout + c.manager.heartbeat_interval + std::chrono::seconds(10);
     log->info("--replace: asking the manager of {} to hand over (waiting up to {} s)", m.identity,
               std::chrono::duration_cast<std::chrono::seconds>(bound).count());
     auto requester = describe_holder(mine);

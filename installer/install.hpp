@@ -23,9 +23,9 @@ struct InstallContext {
   std::chrono::milliseconds start_timeout{15'000};     // how long the daemon may take to write status.json
   std::string sbatch = "sbatch";                       // looked up on PATH
   std::chrono::milliseconds sbatch_timeout{120'000};
-  // --replace: how long the running manager may take to hand over (its drain_grace + kill_grace + 10 s with the
-  // defaults the installer writes).
-  std::chrono::milliseconds replace_timeout{80'000};
+  // --replace: how long the running manager may take to hand over: its stop budget (at most 35 s, see
+  // [worker] stop_timeout), a heartbeat interval and a margin.
+  std::chrono::milliseconds replace_timeout{55'000};
 };
 
 struct InstallOutcome {
