@@ -356,10 +356,12 @@ struct Daemon::Impl {
 
   // One poll that apply() can cancel to re-issue it. nullopt when cancelled.
   asio::awaitable<std::optional<CallResult<protocol::PollResponse>>> cancellable_poll(protocol::PollRequest request) {
-    // D4: a held poll ends well within the shortest lease window, so a quiet reply renews in time.
+    // D4: a held poll ends within a third of the shortest lease window. A reply renews from when its poll was
+    // sent, so two holds in a row (this one and the next, whose reply renews from this one's end) must fit in
+    // the window with room to spare.
     auto hold = poll_hold;
     if (auto w = leases.shortest_window())
-      hold = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(100), std::min(hold, *w / 2));
+      hold = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(100), std::min(hold, *w / 3));
     try {
       co_return co_await asio::co_spawn(ex, cp.poll(worker_id, std::move(request), hold),
                                         asio::bind_cancellation_slot(poll_cancel.slot(), asio::use_awaitable));
