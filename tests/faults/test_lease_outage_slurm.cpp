@@ -2,17 +2,21 @@
 // runs under a short lease TTL and stays down for 2 x leaseTtl. The agent gives the lease up after ttl - margin
 // without renewal and scancels the Slurm job before the server could re-queue it; when the server is back it
 // reports the attempt lost/leaseExpired, and the job completes on its second attempt (a second sbatch). At no
-// sampled instant do two copies run (the job's marker in the process table: the lab's node is this machine).
+// sampled instant do two copies run (the job's marker in the process table: the lab's node is this machine), and
+// Slurm's accounting agrees: the job's two sbatch records (by name) never overlap in time.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <iostream>
+#include <sstream>
+#include <vector>
 
 #include <boost/json.hpp>
 
 #include "tests/faults/process_table.hpp"
 #include "tests/support/agent_process.hpp"
+#include "tests/support/commands.hpp"
 #include "tests/support/control_server.hpp"
 
 namespace {
@@ -20,6 +24,40 @@ namespace {
 using namespace nymph::test;
 using namespace std::chrono_literals;
 namespace json = boost::json;
+
+// One sacct record of a job: its state and its start and end in epoch seconds.
+struct SlurmRecord {
+  std::string state;
+  long long start = 0, end = 0;
+};
+
+// The records of the Slurm jobs named `name` (this test's job only: other suites may use the lab meanwhile),
+// once every one has ended; empty when they have not all ended within the bound.
+std::vector<SlurmRecord> ended_records(const std::string& name) {
+  std::vector<SlurmRecord> out;
+  nymph::faults::wait_until(
+      [&] {
+        out.clear();
+        auto r = run_command({"env", "SLURM_TIME_FORMAT=%s", "sacct", "-X", "-n", "-P", "-o", "State,Start,End",
+                              "--name=" + name, "-S", "now-1hours"});
+        std::istringstream in(r.out);
+        for (std::string line; std::getline(in, line);) {
+          auto a = line.find('|'), b = line.rfind('|');
+          if (a == std::string::npos || a == b) continue;
+          SlurmRecord rec{line.substr(0, a), 0, 0};
+          try {
+            rec.start = std::stoll(line.substr(a + 1, b - a - 1));
+            rec.end = std::stoll(line.substr(b + 1));
+          } catch (const std::exception&) {
+            return false;  // Unknown: not ended yet
+          }
+          out.push_back(rec);
+        }
+        return !out.empty();
+      },
+      60s);
+  return out;
+}
 
 TEST(LeaseOutageSlurm, ASlurmJobIsScancelledWithinTheLeaseWindowNeverTwoCopiesReportedOnceCompletedOnRetry) {
   constexpr auto ttl = 12s;  // window: 12 s - max(5 s, 2 s) = 7 s
@@ -77,6 +115,14 @@ TEST(LeaseOutageSlurm, ASlurmJobIsScancelledWithinTheLeaseWindowNeverTwoCopiesRe
   }
   EXPECT_EQ(finals_of_attempt_1, 1) << done;
   EXPECT_NE(agent.log().find("not renewed for 7 s"), std::string::npos) << agent.log();
+
+  // Slurm's own account: two sbatch jobs for the two attempts, the first cancelled, and the second started only
+  // after the first ended.
+  auto records = ended_records("nymph-" + id);
+  ASSERT_EQ(records.size(), 2u) << "sacct records of nymph-" << id;
+  EXPECT_EQ(records[0].state.rfind("CANCELLED", 0), 0u) << records[0].state;
+  EXPECT_EQ(records[1].state, "COMPLETED");
+  EXPECT_GE(records[1].start, records[0].end) << "the two Slurm jobs of nymph-" << id << " overlapped";
   ::unlink(flag.c_str());
 }
 
