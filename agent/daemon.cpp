@@ -233,6 +233,7 @@ struct Daemon::Impl {
   }
 
   // Registers (or re-registers), retrying transient failures with backoff. False when the daemon must exit.
+  NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
   asio::awaitable<bool> register_worker() {
     while (!exiting) {
       auto request = make_register_request();
@@ -270,6 +271,7 @@ struct Daemon::Impl {
     }
     co_return false;
   }
+  NYMPH_GCC_PR109224_END
 
   static std::chrono::milliseconds seconds_to_ms(double s, std::chrono::milliseconds fallback) {
     if (!(s > 0) || s > 1e9) return fallback;

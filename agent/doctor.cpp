@@ -455,13 +455,6 @@ Check config_check(const Inputs& in) {
   return make("config", Verdict::ok, in.config_source + " is valid");
 }
 
-Check launch_dir_for(const Inputs& in) {
-  if (in.config && !in.config->slurm.launch_dir.empty())
-    return launch_dir_check(resolve(in.config->slurm.launch_dir, in.working_dir));
-  if (in.config) return launch_dir_check(in.working_dir);
-  // Without a configuration: the state directory `nymph install` would create its launches in.
-  return launch_dir_check(existing_ancestor(in.state_dir));
-}
 
 Check disk_for(const Inputs& in) {
   fs::path dir = existing_ancestor(in.state_dir);
@@ -471,6 +464,16 @@ Check disk_for(const Inputs& in) {
 }
 
 }  // namespace
+
+Check launch_dir_for(const Inputs& in) {
+  if (in.config && !in.config->slurm.launch_dir.empty())
+    return launch_dir_check(resolve(in.config->slurm.launch_dir, in.working_dir));
+  if (in.config && !in.manager_state_dir.empty())
+    return launch_dir_check(existing_ancestor(in.manager_state_dir / "slurm"));
+  if (in.config) return launch_dir_check(in.working_dir);
+  // Without a configuration: the state directory `nymph install` would create its launches in.
+  return launch_dir_check(existing_ancestor(in.state_dir));
+}
 
 NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 asio::awaitable<Report> run_all(Inputs in, slurm::CommandRunner& commands) {

@@ -53,6 +53,9 @@ struct Inputs {
   std::string user;                         // the user name Slurm sees
   std::filesystem::path state_dir;          // where `nymph install` keeps launches (free-disk check)
   std::filesystem::path working_dir;        // relative config paths resolve against it (as for `nymph run`)
+  // A manager's state directory ([manager] state_dir, else the default for [manager] cluster): its slurm/ holds
+  // the Slurm job directories when [runners.slurm] launch_dir is not set. Empty: unknown (no home directory).
+  std::filesystem::path manager_state_dir;
   std::filesystem::path logind_root = "/";  // prefix of /etc/systemd/logind.conf(.d) and friends
   std::filesystem::path linger_dir = "/var/lib/systemd/linger";
   std::filesystem::path systemd_runtime_dir = "/run/systemd/system";  // exists iff systemd is PID 1
@@ -94,6 +97,11 @@ Check token_check(const std::filesystem::path& token_file);
 
 // Creates and removes a temporary file in `dir` (the honest test on NFS/root-squash, where access(2) lies).
 Check launch_dir_check(const std::filesystem::path& dir);
+
+// The Slurm job directory check for `in`: [runners.slurm] launch_dir when set, else <manager_state_dir>/slurm
+// (created by the manager at start: its nearest existing ancestor must be writable), else the working directory;
+// without a configuration, the state directory `nymph install` would use.
+Check launch_dir_for(const Inputs& in);
 
 // One JSON object: {"ok": bool, "checks": [{"name","verdict","detail","fix"}...]}.
 boost::json::value to_json(const Report& r);

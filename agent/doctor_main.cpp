@@ -10,6 +10,7 @@
 #include <boost/json/serialize.hpp>
 
 #include "agent/doctor.hpp"
+#include "agent/manager_lease.hpp"
 #include "installer/plan.hpp"
 #include "platform/environment.hpp"
 #include "slurm/child_command_runner.hpp"
@@ -50,6 +51,11 @@ doctor::Inputs make_inputs(const DoctorArgs& args) {
   in.state_dir = args.state_dir.empty() ? installer::default_state_dir(home()) : fs::absolute(args.state_dir);
   std::error_code ec;
   in.working_dir = fs::current_path(ec);
+  if (in.config) {
+    if (!in.config->manager.state_dir.empty()) in.manager_state_dir = fs::absolute(in.config->manager.state_dir, ec);
+    else if (auto h = home_directory(); !h.empty())
+      in.manager_state_dir = default_manager_state_dir(h, in.config->manager.cluster);
+  }
   in.command_timeout = args.timeout;
   in.http_timeout = args.timeout;
   return in;

@@ -127,6 +127,23 @@ TEST(DoctorLaunchDir, WritableOrNot) {
   }
 }
 
+// A manager keeps its Slurm job directories in <[manager] state_dir>/slurm, not in its working directory (issue
+// 15): that is what the check looks at, unless [runners.slurm] launch_dir says otherwise.
+TEST(DoctorLaunchDir, AManagerChecksItsIdentitysStateDirectory) {
+  TempDir work, state;
+  doctor::Inputs in;
+  in.config = nymph::agent::AgentConfig{};
+  in.working_dir = work.path();
+  in.manager_state_dir = state.path();
+  auto c = doctor::launch_dir_for(in);
+  EXPECT_EQ(c.verdict, Verdict::ok);
+  EXPECT_NE(c.detail.find(state.path().string()), std::string::npos) << c.detail;
+  EXPECT_EQ(c.detail.find(work.path().string()), std::string::npos) << c.detail;
+
+  in.config->slurm.launch_dir = work.path();
+  EXPECT_NE(doctor::launch_dir_for(in).detail.find(work.path().string()), std::string::npos);
+}
+
 TEST(DoctorReport, JsonAndTextRendering) {
   doctor::Report r;
   r.checks.push_back({"a.one", Verdict::ok, "fine", ""});
