@@ -311,7 +311,8 @@ Result<void> check_launch_dir(const std::string& dir) {
                     errno_message(errno) + ")");
       return {};
     }
-    if (errno != ENOENT && errno != ENOTDIR) return fail(errno_text("--launch-dir " + dir + ": cannot inspect", p, errno));
+    if (errno != ENOENT && errno != ENOTDIR)
+      return fail(errno_text("--launch-dir " + dir + ": cannot inspect", p, errno));
     if (!p.has_parent_path() || p.parent_path() == p) return fail("--launch-dir " + dir + ": no existing ancestor");
     p = p.parent_path();
   }

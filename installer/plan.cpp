@@ -298,8 +298,8 @@ std::string render_config(const InstallPlan& plan, const toml::table& root) {
           << ": one manager at a time; its Slurm jobs outlive this launch.";
     toml::table one;
     one.insert(name, *section);
-    out << "\n" << toml::toml_formatter(one, toml::toml_formatter::default_flags & ~toml::format_flags::indent_sub_tables)
-        << "\n";
+    constexpr auto flags = toml::toml_formatter::default_flags & ~toml::format_flags::indent_sub_tables;
+    out << "\n" << toml::toml_formatter(one, flags) << "\n";
   }
   return out.str();
 }
@@ -342,7 +342,8 @@ std::string render_sbatch_script(const InstallOptions& o, const InstallPlan& pla
   directive("job-name", plan.job_name);
   directive("partition", o.slurm_partition);
   directive("time", o.slurm_time);
-  // The site's --account/--qos also pay for the daemon's own allocation unless --slurm-account/--slurm-qos say otherwise.
+  // The site's --account/--qos also pay for the daemon's own allocation unless --slurm-account/--slurm-qos
+  // say otherwise.
   directive("account", o.slurm_account.empty() ? o.account : o.slurm_account);
   directive("qos", o.slurm_qos.empty() ? o.qos : o.slurm_qos);
   directive("output", plan.log_path.native());

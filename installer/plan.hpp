@@ -78,7 +78,8 @@ struct InstallPlan {
   std::filesystem::path launch_dir;       // <state-dir>/launches/<ULID> (0700)
   std::filesystem::path config_path;      // <launch_dir>/config.toml (0600)
   std::filesystem::path log_path;         // ~/.local/share/nymph-<ULID>.log
-  std::vector<std::pair<std::string, std::string>> profiles;  // training profiles of config_toml (options and fragment): name, script
+  // The training profiles of config_toml (from --training-profile and the fragment): name, script.
+  std::vector<std::pair<std::string, std::string>> profiles;
   std::string cluster;                    // local: the manager identity's cluster ([manager] cluster)
   std::string identity;                   // local: "<user>@<cluster>"
   std::filesystem::path manager_state_dir;// local: [manager] state_dir: <state-dir>/managers/<cluster> (default

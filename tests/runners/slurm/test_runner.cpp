@@ -422,7 +422,8 @@ TEST_F(SiteDefaultsTest, WithoutSiteDefaultsSlurmDecides) {
 }
 
 TEST_F(SiteDefaultsTest, ProfileSbatchLinesWinOverSiteDefaults) {
-  const std::string profile = "#!/bin/bash\n# reviewed by the site\n\n#SBATCH -A prof-acct\n#SBATCH --partition gpu\nexit 0\n";
+  const std::string profile =
+      "#!/bin/bash\n# reviewed by the site\n\n#SBATCH -A prof-acct\n#SBATCH --partition gpu\nexit 0\n";
   EXPECT_EQ(options_of(profile, {}, site()), V{"--qos=site-qos"})
       << "a site default on the command line would override the profile's #SBATCH line";
   EXPECT_EQ(options_of("#!/bin/sh\n#SBATCH --qos=prof-qos # long jobs\n", {}, site()),

@@ -174,7 +174,8 @@ TEST(ScriptSiteKeys, ReadsDirectivesAsSbatchDoes) {
   EXPECT_EQ(script_site_keys("#SBATCH -Hp debug\n"), Keys{"partition"}) << "a cluster of short flags";
   EXPECT_EQ(script_site_keys("#SBATCH --acc=a --part=p\n"), (Keys{"account", "partition"})) << "abbreviations";
   EXPECT_EQ(script_site_keys("\n  \n# a comment\n#SBATCH -A a\n"), Keys{"account"}) << "blank lines and comments";
-  EXPECT_EQ(script_site_keys("#PBS -A a\n#PBS -q batch\n"), (Keys{"account", "partition"})) << "#PBS as sbatch reads it";
+  EXPECT_EQ(script_site_keys("#PBS -A a\n#PBS -q batch\n"), (Keys{"account", "partition"}))
+      << "#PBS as sbatch reads it";
 }
 
 TEST(ScriptSiteKeys, IgnoresWhatSbatchIgnores) {

@@ -224,7 +224,8 @@ TEST(ProfilesLab, SiteDefaultsReachTheProfilesSbatchUnlessTheProfileOrTheJobSets
   const std::string body = "#!/bin/sh\n#SBATCH --ntasks=1\n#SBATCH --mem=50M\n#SBATCH --time=00:02:00\n";
   const std::string write_result = "echo '{\"ok\":true}' >\"$NYMPH_RESULT\"\n";
   auto plain = scripts.install("plain", body + write_result);
-  auto pinned = scripts.install("pinned", body + "#SBATCH --account=" + account + "\n#SBATCH -q normal\n" + write_result);
+  auto pinned =
+      scripts.install("pinned", body + "#SBATCH --account=" + account + "\n#SBATCH -q normal\n" + write_result);
   auto runs_under = [&](const std::string& name, bool site, boost::json::object run_config) {
     Lab lab("site-" + name, [&](SlurmRunnerConfig& c) {
       c.profiles = ProfileCatalog({plain, pinned});
