@@ -14,6 +14,7 @@
 #include "common/files.hpp"
 #include "common/text.hpp"
 #include "http/url.hpp"
+#include "slurm/options.hpp"
 
 namespace nymph::agent {
 
@@ -235,9 +236,18 @@ void read_slurm(TableReader& r, SlurmSection& s) {
     }
   }
   r.duration("poll_interval", s.poll_interval);
-  r.string("account", s.account);
-  r.string("qos", s.qos);
-  r.string("partition", s.partition);
+  // The site defaults go on sbatch's command line or into #SBATCH lines: the runConfig.slurm grammar.
+  for (auto [key, out] : {std::pair<const char*, std::string*>{"account", &s.account}, {"qos", &s.qos},
+                          {"partition", &s.partition}}) {
+    r.string(key, *out);
+    if (auto* n = r.find(key); n && !out->empty()) {
+      if (auto ok = slurm::check_option(key, *out); !ok) {
+        std::string why = ok.error().message;
+        if (auto colon = why.find(": "); colon != std::string::npos) why.erase(0, colon + 2);
+        r.fail_at(*n, key, why);
+      }
+    }
+  }
   r.path("launch_dir", s.launch_dir);
   r.integer("max_jobs", s.max_jobs, 1, 100'000);
   r.duration("max_poll_duration", s.max_poll_duration);

@@ -117,6 +117,7 @@ class CommandsImpl final : public Commands {
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     s->add_option("--state-dir", opts_.state_dir, "State directory (default ~/.local/share/nymph)");
+    add_site_options(s);
     s->add_option("--cluster", opts_.cluster,
                   "Cluster of the manager identity <user>@<cluster> (default: ClusterName from `scontrol show config`, "
                   "else the short host name)");
@@ -124,6 +125,23 @@ class CommandsImpl final : public Commands {
                 "Take over from the running manager of this identity (it drains and hands over its Slurm jobs)");
     s->add_flag("--json", opts_.json, "Print one JSON object");
     s->add_flag("--dry-run", opts_.dry_run, "Print what would be written and run; change nothing");
+  }
+
+  // The site configuration `nymph install` writes into config.toml (docs/install.md "Site configuration").
+  void add_site_options(CLI::App* s) {
+    s->add_option("--account", opts_.account, "Slurm account for every sbatch the daemon submits ([runners.slurm])");
+    s->add_option("--qos", opts_.qos, "Slurm QOS for every sbatch the daemon submits ([runners.slurm])");
+    s->add_option("--partition", opts_.partition, "Default Slurm partition of the daemon's jobs ([runners.slurm])");
+    s->add_option("--launch-dir", opts_.launch_dir,
+                  "Absolute directory for Slurm job directories, on a filesystem compute nodes see (writable)");
+    s->add_flag("--profiles-only", opts_.profiles_only,
+                "Run approved training profiles only: refuse argv and command jobs");
+    s->add_option("--max-jobs", opts_.max_jobs, "Slurm jobs tracked at once (1-100000)");
+    s->add_option("--max-poll-duration", opts_.max_poll_duration,
+                  "Cancel a Slurm job running longer than this (e.g. 24h)");
+    s->add_option("--drain-grace", opts_.drain_grace, "How long running jobs may finish after SIGTERM (e.g. 60s)");
+    s->add_option("--config-fragment", opts_.config_fragment,
+                  "TOML file merged into config.toml key by key (a key an option also sets is an error)");
   }
 
   void add_launches(CLI::App& app) {

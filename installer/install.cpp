@@ -7,6 +7,7 @@
 #include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -294,6 +295,82 @@ Result<void> check_profile_scripts(const InstallPlan& plan) {
   return {};
 }
 
+// --launch-dir must be a directory this user can create job directories in: an existing directory that is
+// writable and searchable, or a path whose nearest existing ancestor is (checked for a dry run too;
+// prepare_launch_dir proves it by writing there once the install goes ahead).
+Result<void> check_launch_dir(const std::string& dir) {
+  if (dir.empty()) return {};
+  fs::path p = dir;
+  while (true) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode))
+        return fail("--launch-dir " + dir + ": " + p.native() + " exists and is not a directory");
+      if (::access(p.c_str(), W_OK | X_OK) != 0)
+        return fail("--launch-dir " + dir + ": " + p.native() + " is not writable by this user (" +
+                    errno_message(errno) + ")");
+      return {};
+    }
+    if (errno != ENOENT && errno != ENOTDIR)
+      return fail(errno_text("--launch-dir " + dir + ": cannot inspect", p, errno));
+    if (!p.has_parent_path() || p.parent_path() == p) return fail("--launch-dir " + dir + ": no existing ancestor");
+    p = p.parent_path();
+  }
+}
+
+// The filesystem type of `dir` as statfs names it (nfs, lustre, gpfs, ext4, tmpfs...), "" when unknown.
+std::string filesystem_type(const fs::path& dir) {
+  struct statfs st {};
+  if (::statfs(dir.c_str(), &st) != 0) return {};
+  switch (static_cast<unsigned long>(st.f_type)) {
+    case 0x6969: return "nfs";
+    case 0x0BD00BD0: return "lustre";
+    case 0x47504653: return "gpfs";
+    case 0x19830326: return "beegfs";
+    case 0x00C36400: return "ceph";
+    case 0xFF534D42: return "cifs";
+    case 0xFE534D42: return "smb2";
+    case 0x65735546: return "fuse";
+    case 0xEF53: return "ext4";
+    case 0x58465342: return "xfs";
+    case 0x9123683E: return "btrfs";
+    case 0x2FC12FC1: return "zfs";
+    case 0x01021994: return "tmpfs";
+    case 0x858458F6: return "ramfs";
+    case 0x794C7630: return "overlay";
+    default: return {};
+  }
+}
+
+// Creates --launch-dir (mode 0700, with missing parents) and proves it writable with a file created and
+// removed there; returns its filesystem type. Run only when the install goes ahead (not for a dry run).
+Result<std::string> prepare_launch_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return fail("--launch-dir " + dir + ": cannot create it: " + ec.message());
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);  // as the runner creates it
+  std::string probe = (fs::path(dir) / ".nymph-install-probe-XXXXXX").native();
+  int fd = ::mkstemp(probe.data());
+  if (fd < 0) return fail("--launch-dir " + dir + ": not writable: " + errno_message(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return filesystem_type(dir);
+}
+
+// A launch dir on a filesystem compute nodes cannot see (memory-backed or a container's overlay).
+bool is_node_local(const std::string& type) { return type == "tmpfs" || type == "ramfs" || type == "overlay"; }
+
+// Reads --config-fragment (a regular file of at most 1 MiB, like a config file), naming it by its absolute path.
+Result<std::optional<ConfigFragment>> read_fragment(const std::string& path) {
+  if (path.empty()) return std::optional<ConfigFragment>{};
+  std::error_code ec;
+  fs::path absolute = fs::absolute(path, ec).lexically_normal();
+  if (ec) absolute = path;
+  auto text = read_small_file(absolute, "--config-fragment", kMaxConfigFileBytes);
+  if (!text) return text.error();
+  return std::optional<ConfigFragment>{ConfigFragment{absolute.native(), std::move(*text)}};
+}
+
 // One manager per identity: refuses when a live manager holds the lease of plan.manager_state_dir (unless
 // --replace, which makes it hand over first). The daemon acquires the lease itself; this only refuses early,
 // before anything is written.
@@ -342,15 +419,23 @@ Result<std::string> read_token(const InstallOptions& o, std::istream* input) {
 Result<InstallOutcome> run_install(const InstallOptions& o, const InstallContext& ctx, UlidGenerator& ids) {
   auto id = ids.next();
   if (!id) return id.error();
-  auto plan = make_install_plan(o, ctx.host, *id);
+  auto fragment = read_fragment(o.config_fragment);
+  if (!fragment) return fragment.error();
+  auto plan = make_install_plan(o, ctx.host, *id, *fragment);
   if (!plan) return plan.error();
   if (auto r = check_profile_scripts(*plan); !r) return r.error();
+  if (auto r = check_launch_dir(plan->site.launch_dir); !r) return r.error();
   auto token = read_token(o, ctx.token_input);
   if (!token) return token.error();
   InstallOutcome out{.plan = *plan, .dry_run = o.dry_run,
                      .token_source = o.token_stdin ? "standard input" : "file " + o.token_file};
   if (o.dry_run) return out;
 
+  if (!plan->site.launch_dir.empty()) {
+    auto type = prepare_launch_dir(plan->site.launch_dir);
+    if (!type) return type.error();
+    out.launch_dir_filesystem = *type;
+  }
   if (plan->mode == LaunchMode::local)
     if (auto r = check_manager_lease(*plan, o, ctx); !r) return r.error();
   auto record = record_for(*plan, ctx.host);
@@ -370,6 +455,49 @@ Result<InstallOutcome> run_install(const InstallOptions& o, const InstallContext
   }
   return out;
 }
+
+namespace {
+
+std::string launch_dir_warning(const InstallOutcome& oc) {
+  return "--launch-dir " + oc.plan.site.launch_dir + " is on " + oc.launch_dir_filesystem +
+         ", which compute nodes do not see: Slurm jobs will not find their job directories";
+}
+
+json::object site_json(const SiteConfig& site) {
+  auto text = [](const std::string& v) { return v.empty() ? json::value(nullptr) : json::value(v); };
+  json::array keys;
+  for (const auto& k : site.fragment_keys) keys.emplace_back(k);
+  return json::object{{"account", text(site.account)},
+                      {"qos", text(site.qos)},
+                      {"partition", text(site.partition)},
+                      {"launchDir", text(site.launch_dir)},
+                      {"profilesOnly", site.profiles_only},
+                      {"maxJobs", site.max_jobs ? json::value(*site.max_jobs) : json::value(nullptr)},
+                      {"maxPollDuration", text(site.max_poll_duration)},
+                      {"drainGrace", text(site.drain_grace)},
+                      {"configFragment", text(site.config_fragment)},
+                      {"fragmentKeys", std::move(keys)}};
+}
+
+std::string site_text(const SiteConfig& site) {
+  std::string s;
+  auto add = [&](const char* name, const std::string& value) {
+    if (!value.empty()) s += (s.empty() ? "" : ", ") + std::string(name) + " " + value;
+  };
+  add("account", site.account);
+  add("qos", site.qos);
+  add("partition", site.partition);
+  add("launch_dir", site.launch_dir);
+  if (site.profiles_only) add("profiles-only", "yes");
+  if (site.max_jobs) add("max_jobs", std::to_string(*site.max_jobs));
+  add("max_poll_duration", site.max_poll_duration);
+  add("drain_grace", site.drain_grace);
+  if (!site.config_fragment.empty())
+    add("fragment", site.config_fragment + " (" + std::to_string(site.fragment_keys.size()) + " key(s))");
+  return s;
+}
+
+}  // namespace
 
 json::object outcome_json(const InstallOutcome& oc) {
   const auto& p = oc.plan;
@@ -409,6 +537,10 @@ json::object outcome_json(const InstallOutcome& oc) {
     for (const auto& [name, script] : p.profiles) profiles[name] = script;
     o["trainingProfiles"] = std::move(profiles);
   }
+  auto site = site_json(p.site);
+  if (!oc.launch_dir_filesystem.empty()) site["launchDirFilesystem"] = oc.launch_dir_filesystem;
+  if (is_node_local(oc.launch_dir_filesystem)) site["warning"] = launch_dir_warning(oc);
+  o["siteConfig"] = std::move(site);
   return o;
 }
 
@@ -422,6 +554,10 @@ std::string outcome_text(const InstallOutcome& oc) {
     << "log:          " << p.log_path.native() << "\n";
   if (p.mode == LaunchMode::local)
     s << "manager:      " << p.identity << " (state " << p.manager_state_dir.native() << ")\n";
+  if (auto site = site_text(p.site); !site.empty()) s << "site config:  " << site << "\n";
+  if (!oc.launch_dir_filesystem.empty())
+    s << "launch_dir:   on " << oc.launch_dir_filesystem
+      << (is_node_local(oc.launch_dir_filesystem) ? " (warning: " + launch_dir_warning(oc) + ")" : "") << "\n";
   if (oc.pid) s << "pid:          " << *oc.pid << "\n";
   if (!oc.slurm_job_id.empty()) s << "Slurm job:    " << oc.slurm_job_id << "\n";
   if (oc.dry_run) {

@@ -34,9 +34,14 @@ struct InstallOutcome {
   std::string token_source;      // "file <path>" or "standard input"; never the token
   std::optional<pid_t> pid;      // local launch: the daemon's pid
   std::string slurm_job_id;      // slurm launch: the job id
+  std::string launch_dir_filesystem;  // --launch-dir (not a dry run): its filesystem type (nfs, lustre, ext4...) or ""
 };
 
-// Performs `nymph install`. Every option and the token are validated before anything is written; files are
+// Performs `nymph install`. Every option and the token are validated before anything is written (also for a
+// dry run): --config-fragment is read (a regular file of at most 1 MiB) and merged (make_install_plan), every
+// training profile of the result is checked as `nymph run` checks it, and --launch-dir must be a writable
+// directory or creatable under one (once the install goes ahead it is created, 0700, and written to once;
+// its filesystem type is reported, with a warning when compute nodes cannot see it: tmpfs, ramfs, overlay); files are
 // written into a temporary directory that is renamed into place, so a failure leaves nothing behind. With
 // dry_run nothing is written or started. A local launch is confirmed only when the daemon is alive and has
 // written status.json with its pid within start_timeout; otherwise it is stopped (TERM, then KILL to its process
@@ -50,7 +55,10 @@ Result<InstallOutcome> run_install(const InstallOptions& options, const InstallC
 Result<std::string> read_token(const InstallOptions& options, std::istream* input);
 
 // The outcome as one JSON object (launchId, workerLabel, mode, launchDir, logPath, pid or slurmJobId, tail,
-// squeue, warning; a dry run adds dryRun, files and the command or sbatch script).
+// squeue, warning, trainingProfiles, siteConfig; a dry run adds dryRun, files and the command or sbatch script).
+// siteConfig always has every key: account, qos, partition, launchDir, maxPollDuration, drainGrace,
+// configFragment (strings or null), profilesOnly (bool), maxJobs (number or null), fragmentKeys (the dotted
+// keys the fragment added, e.g. "runners.slurm.poll_interval").
 boost::json::object outcome_json(const InstallOutcome& outcome);
 
 // The outcome as the lines a person needs (launch ID, label, log, pid or job id, how to follow it).

@@ -1,5 +1,6 @@
 #include "installer/plan.hpp"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -7,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "common/duration.hpp"
+#include "agent/config.hpp"
 #include "agent/manager_lease.hpp"
 #include "http/url.hpp"
 #include "installer/slurm_values.hpp"
@@ -151,32 +153,185 @@ Result<std::optional<std::string>> check_idle_exit(const InstallOptions& o) {
   return std::optional<std::string>{format_duration(*d)};
 }
 
-std::string render_config(const InstallPlan& plan, const std::map<std::string, std::string>& tags,
-                          const std::optional<std::string>& idle_exit) {
-  // Sections are printed one by one so they appear in a readable order; toml++ quotes every value.
-  toml::table server{{"url", plan.server}, {"token_file", std::string(kTokenFile)}};
+// --account, --qos, --partition, --launch-dir, --profiles-only, --max-jobs, --max-poll-duration, --drain-grace:
+// each checked with the grammar `nymph run` applies to the key it becomes (agent/config.cpp, slurm/options.hpp).
+Result<SiteConfig> check_site(const InstallOptions& o) {
+  SiteConfig site;
+  for (auto [flag, key, value, out] : {std::tuple{"--account", "account", &o.account, &site.account},
+                                       std::tuple{"--qos", "qos", &o.qos, &site.qos},
+                                       std::tuple{"--partition", "partition", &o.partition, &site.partition}}) {
+    if (value->empty()) continue;
+    if (auto r = check_slurm_value(flag, key, *value); !r) return r.error();
+    *out = *value;
+  }
+  if (!o.launch_dir.empty()) {
+    if (has_control(o.launch_dir) || !fs::path(o.launch_dir).is_absolute())
+      return fail("--launch-dir " + shown(o.launch_dir) + ": must be an absolute path");
+    if (!slurm::is_sbatch_path(o.launch_dir))
+      return fail("--launch-dir " + shown(o.launch_dir) +
+                  ": job directories go into sbatch lines (use letters, digits and / . _ + , @ = : ~ -)");
+    site.launch_dir = fs::path(o.launch_dir).lexically_normal().native();
+  }
+  site.profiles_only = o.profiles_only;
+  if (o.max_jobs) {
+    if (*o.max_jobs < 1 || *o.max_jobs > 100'000)
+      return fail("--max-jobs " + std::to_string(*o.max_jobs) + ": expected 1 to 100000 Slurm jobs at once");
+    site.max_jobs = o.max_jobs;
+  }
+  for (auto [flag, value, out] : {std::tuple{"--max-poll-duration", &o.max_poll_duration, &site.max_poll_duration},
+                                  std::tuple{"--drain-grace", &o.drain_grace, &site.drain_grace}}) {
+    if (value->empty()) continue;
+    auto d = parse_duration(*value);
+    if (!d) return fail(std::string(flag) + " " + shown(*value) + ": " + d.error().message);
+    if (d->count() <= 0) return fail(std::string(flag) + " " + shown(*value) + ": must be longer than zero");
+    *out = format_duration(*d);
+  }
+  site.config_fragment = o.config_fragment;
+  return site;
+}
+
+// The generated configuration, before a fragment is merged in. toml++ quotes every value.
+toml::table generated_config(const InstallPlan& plan, const std::map<std::string, std::string>& tags,
+                             const std::optional<std::string>& idle_exit) {
+  const SiteConfig& site = plan.site;
   toml::table worker{{"label", plan.worker_label}, {"launch_id", plan.launch_id}};
   if (idle_exit) worker.insert("idle_exit", *idle_exit);
-  toml::table tag_table;
-  for (const auto& [k, v] : tags) tag_table.insert(k, v);
-  toml::table log{{"level", "info"}};
-  toml::table manager{{"cluster", plan.cluster}, {"state_dir", plan.manager_state_dir.native()}};
-  std::ostringstream out;
-  out << "# nymph launch " << plan.launch_id << ", written by `nymph install`. The token is in ./" << kTokenFile
-      << ".\n\n[server]\n"
-      << server << "\n\n[worker]\n"
-      << worker << "\n\n";
-  if (!tags.empty()) out << "[worker.tags]\n" << tag_table << "\n\n";
+  if (!site.drain_grace.empty()) worker.insert("drain_grace", site.drain_grace);
+  if (!tags.empty()) {
+    toml::table tag_table;
+    for (const auto& [k, v] : tags) tag_table.insert(k, v);
+    worker.insert("tags", std::move(tag_table));
+  }
+  toml::table root{{"server", toml::table{{"url", plan.server}, {"token_file", std::string(kTokenFile)}}},
+                   {"worker", std::move(worker)},
+                   {"log", toml::table{{"level", "info"}}}};
   if (!plan.profiles.empty()) {
     toml::table profiles;
     for (const auto& [name, script] : plan.profiles) profiles.insert(name, script);
-    out << "[profiles]\n" << profiles << "\n\n";
+    root.insert("profiles", std::move(profiles));
   }
+  toml::table runners;
+  if (site.profiles_only) runners.insert("process", toml::table{{"allow_commands", false}});
+  toml::table slurm;
+  for (auto [key, value] : {std::pair<const char*, const std::string*>{"account", &site.account},
+                            {"qos", &site.qos}, {"partition", &site.partition}, {"launch_dir", &site.launch_dir},
+                            {"max_poll_duration", &site.max_poll_duration}})
+    if (!value->empty()) slurm.insert(key, *value);
+  if (site.max_jobs) slurm.insert("max_jobs", *site.max_jobs);
+  if (!slurm.empty()) runners.insert("slurm", std::move(slurm));
+  if (!runners.empty()) root.insert("runners", std::move(runners));
   if (plan.mode == LaunchMode::local)
-    out << "# The manager identity " << plan.identity << ": one manager at a time; its Slurm jobs outlive this launch.\n"
-        << "[manager]\n" << manager << "\n\n";
-  out << "[log]\n" << log << "\n";
+    root.insert("manager", toml::table{{"cluster", plan.cluster}, {"state_dir", plan.manager_state_dir.native()}});
+  return root;
+}
+
+// The option of nymph install that writes a generated key (for a fragment's conflict message).
+std::string writer_of(const std::string& key) {
+  static const std::vector<std::pair<std::string, std::string>> writers{
+      {"server.url", "--server"}, {"server.token_file", "--token-file/--token-stdin (the launch's token file)"},
+      {"worker.label", "--label"}, {"worker.launch_id", "nymph install (the launch ID)"},
+      {"worker.idle_exit", "--idle-exit"}, {"worker.drain_grace", "--drain-grace"}, {"worker.tags.", "--tag"},
+      {"profiles.", "--training-profile"}, {"runners.process.allow_commands", "--profiles-only"},
+      {"runners.slurm.account", "--account"}, {"runners.slurm.qos", "--qos"},
+      {"runners.slurm.partition", "--partition"}, {"runners.slurm.launch_dir", "--launch-dir"},
+      {"runners.slurm.max_jobs", "--max-jobs"}, {"runners.slurm.max_poll_duration", "--max-poll-duration"},
+      {"manager.cluster", "--cluster (or the detected cluster)"}, {"manager.state_dir", "--state-dir"}};
+  for (const auto& [prefix, flag] : writers)
+    if (key == prefix || (prefix.ends_with('.') && key.starts_with(prefix))) return flag;
+  return "nymph install";
+}
+
+std::string line_of(const toml::node& n) { return std::to_string(n.source().begin.line); }
+
+// Appends the dotted names of the leaves under `n` (n itself when it is not a table).
+void leaf_keys(const toml::node& n, const std::string& key, std::vector<std::string>& out) {
+  const auto* t = n.as_table();
+  if (!t || t->empty()) {
+    out.push_back(key);
+    return;
+  }
+  for (auto&& [k, v] : *t) leaf_keys(v, key + "." + std::string(k.str()), out);
+}
+
+// Merges `from` into `into` key by key: new keys are added (recorded in `added`), tables are merged, and a key
+// present in both is a conflict, except [log] level (a default of nymph install, not an option's value).
+Result<void> merge_fragment(toml::table& into, const toml::table& from, const std::string& prefix,
+                            const std::string& source, std::vector<std::string>& added) {
+  for (auto&& [k, v] : from) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    toml::node* existing = into.get(k.str());
+    if (!existing) {
+      into.insert(k, v);
+      leaf_keys(v, key, added);
+      continue;
+    }
+    if (existing->is_table() && v.is_table()) {
+      if (auto r = merge_fragment(*existing->as_table(), *v.as_table(), key, source, added); !r) return r;
+      continue;
+    }
+    if (key == "log.level") {
+      into.insert_or_assign(k, v);
+      added.push_back(key);
+      continue;
+    }
+    return fail("--config-fragment " + source + ":" + line_of(v) + ": " + key + " conflicts with " + writer_of(key) +
+                ", which sets it too; set it in one place only");
+  }
+  return {};
+}
+
+// config.toml: the comment, then the sections in a readable order (each printed by toml++ with its full name).
+std::string render_config(const InstallPlan& plan, const toml::table& root) {
+  std::ostringstream out;
+  out << "# nymph launch " << plan.launch_id << ", written by `nymph install`. The token is in ./" << kTokenFile
+      << ".\n";
+  if (!plan.site.config_fragment.empty())
+    out << "# Merged with the site fragment " << plan.site.config_fragment << ".\n";
+  std::vector<std::string> order{"server", "worker", "profiles", "runners", "manager", "log"};
+  for (auto&& [k, v] : root)
+    if (std::find(order.begin(), order.end(), k.str()) == order.end()) order.emplace_back(k.str());
+  for (const auto& name : order) {
+    const toml::node* section = root.get(name);
+    if (!section) continue;
+    if (name == "manager" && plan.mode == LaunchMode::local)
+      out << "\n# The manager identity " << plan.identity
+          << ": one manager at a time; its Slurm jobs outlive this launch.";
+    toml::table one;
+    one.insert(name, *section);
+    constexpr auto flags = toml::toml_formatter::default_flags & ~toml::format_flags::indent_sub_tables;
+    out << "\n" << toml::toml_formatter(one, flags) << "\n";
+  }
   return out.str();
+}
+
+// Builds config.toml (the generated keys, the fragment merged in) and checks it as `nymph run` will read it.
+// The profiles of the result (flags and fragment) become plan.profiles, so every one is checked at install.
+Result<void> build_config(InstallPlan& plan, const std::map<std::string, std::string>& tags,
+                          const std::optional<std::string>& idle_exit, const std::optional<ConfigFragment>& fragment) {
+  if (fragment) plan.site.config_fragment = fragment->path;
+  toml::table root = generated_config(plan, tags, idle_exit);
+  if (fragment) {
+    toml::table parsed;
+    try {
+      parsed = toml::parse(fragment->text, fragment->path);
+    } catch (const toml::parse_error& e) {
+      return fail("--config-fragment " + fragment->path + ":" + std::to_string(e.source().begin.line) +
+                  ": invalid TOML: " + std::string(e.description()));
+    }
+    if (auto r = merge_fragment(root, parsed, "", fragment->path, plan.site.fragment_keys); !r) return r;
+  }
+  plan.config_toml = render_config(plan, root);
+  auto config = agent::parse_config(plan.config_toml, "config.toml");
+  if (!config)
+    return fail("the config.toml nymph install would write is refused" +
+                std::string(fragment ? " (check --config-fragment " + fragment->path + ")" : "") + ": " +
+                config.error().message);
+  plan.profiles.clear();
+  for (const auto& p : config->profiles) plan.profiles.emplace_back(p.name, p.script.native());
+  if (plan.site.profiles_only && plan.profiles.empty())
+    return fail("--profiles-only: this worker would have no training profile to run; add --training-profile "
+                "NAME=/abs/script (or [profiles] in --config-fragment)");
+  return {};
 }
 
 std::string render_sbatch_script(const InstallOptions& o, const InstallPlan& plan) {
@@ -187,8 +342,10 @@ std::string render_sbatch_script(const InstallOptions& o, const InstallPlan& pla
   directive("job-name", plan.job_name);
   directive("partition", o.slurm_partition);
   directive("time", o.slurm_time);
-  directive("account", o.slurm_account);
-  directive("qos", o.slurm_qos);
+  // The site's --account/--qos also pay for the daemon's own allocation unless --slurm-account/--slurm-qos
+  // say otherwise.
+  directive("account", o.slurm_account.empty() ? o.account : o.slurm_account);
+  directive("qos", o.slurm_qos.empty() ? o.qos : o.slurm_qos);
   directive("output", plan.log_path.native());
   directive("open-mode", "append");
   directive("chdir", plan.launch_dir.native());
@@ -206,7 +363,8 @@ fs::path log_path_for(const fs::path& home, const std::string& launch_id) {
   return home / ".local" / "share" / ("nymph-" + launch_id + ".log");
 }
 
-Result<InstallPlan> make_install_plan(const InstallOptions& o, const HostFacts& host, const Ulid& id) {
+Result<InstallPlan> make_install_plan(const InstallOptions& o, const HostFacts& host, const Ulid& id,
+                                      const std::optional<ConfigFragment>& fragment) {
   if (auto r = check_server(o.server); !r) return r.error();
   auto label = check_label(o, host);
   if (!label) return label.error();
@@ -217,6 +375,8 @@ Result<InstallPlan> make_install_plan(const InstallOptions& o, const HostFacts& 
   if (auto r = check_slurm(o); !r) return r.error();
   auto profiles = parse_profiles(o.training_profiles);
   if (!profiles) return profiles.error();
+  auto site = check_site(o);
+  if (!site) return site.error();
   if (!o.state_dir.empty() && !fs::path(o.state_dir).is_absolute())
     return fail("--state-dir " + shown(o.state_dir) + " must be an absolute path");
   if (o.slurm && (!o.cluster.empty() || o.replace))
@@ -232,6 +392,7 @@ Result<InstallPlan> make_install_plan(const InstallOptions& o, const HostFacts& 
   plan.mode = o.slurm ? LaunchMode::slurm : LaunchMode::local;
   plan.server = o.server;
   plan.profiles = std::move(*profiles);
+  plan.site = std::move(*site);
   plan.state_dir = (o.state_dir.empty() ? default_state_dir(host.home) : fs::path(o.state_dir)).lexically_normal();
   plan.launch_dir = plan.state_dir / "launches" / plan.launch_id;
   plan.config_path = plan.launch_dir / kConfigFile;
@@ -249,7 +410,7 @@ Result<InstallPlan> make_install_plan(const InstallOptions& o, const HostFacts& 
     if (has_control(plan.manager_state_dir.native()))
       return fail("path " + shown(plan.manager_state_dir.native()) + " must be free of control characters");
   }
-  plan.config_toml = render_config(plan, *tags, *idle_exit);
+  if (auto r = build_config(plan, *tags, *idle_exit, fragment); !r) return r.error();
   plan.daemon_argv = {host.nymph_exe.native(), "run", "--config", plan.config_path.native()};
   if (o.replace) plan.daemon_argv.push_back("--replace");
   if (o.slurm) {

@@ -29,6 +29,31 @@ struct InstallOptions {
   bool replace = false;                   // --replace: the running manager of this identity hands over
   bool json = false;                      // --json
   bool dry_run = false;                   // --dry-run
+  // Site configuration, written into config.toml (docs/install.md "Site configuration"):
+  std::string account, qos, partition;    // --account/--qos/--partition: [runners.slurm] defaults for every sbatch
+  std::string launch_dir;                 // --launch-dir: [runners.slurm] launch_dir (absolute, writable)
+  bool profiles_only = false;             // --profiles-only: [runners.process] allow_commands = false
+  std::optional<int> max_jobs;            // --max-jobs: [runners.slurm] max_jobs
+  std::string max_poll_duration;          // --max-poll-duration: [runners.slurm] max_poll_duration
+  std::string drain_grace;                // --drain-grace: [worker] drain_grace
+  std::string config_fragment;            // --config-fragment FILE: TOML merged into config.toml key by key
+};
+
+// A --config-fragment file as read by run_install: its path (as given) and its text.
+struct ConfigFragment {
+  std::string path;
+  std::string text;
+};
+
+// What the site options and the fragment put into config.toml (shown by --json and --dry-run).
+struct SiteConfig {
+  std::string account, qos, partition;    // empty: not set
+  std::string launch_dir;
+  bool profiles_only = false;
+  std::optional<int> max_jobs;
+  std::string max_poll_duration, drain_grace;  // normalised ("90s"); empty: not set
+  std::string config_fragment;            // the fragment's path; empty: none
+  std::vector<std::string> fragment_keys; // the dotted keys the fragment added ("runners.slurm.poll_interval")
 };
 
 // What the plan needs to know about the machine and the running binary.
@@ -53,12 +78,14 @@ struct InstallPlan {
   std::filesystem::path launch_dir;       // <state-dir>/launches/<ULID> (0700)
   std::filesystem::path config_path;      // <launch_dir>/config.toml (0600)
   std::filesystem::path log_path;         // ~/.local/share/nymph-<ULID>.log
-  std::vector<std::pair<std::string, std::string>> profiles;  // approved training profiles: name, script
+  // The training profiles of config_toml (from --training-profile and the fragment): name, script.
+  std::vector<std::pair<std::string, std::string>> profiles;
   std::string cluster;                    // local: the manager identity's cluster ([manager] cluster)
   std::string identity;                   // local: "<user>@<cluster>"
   std::filesystem::path manager_state_dir;// local: [manager] state_dir: <state-dir>/managers/<cluster> (default
                                           // state dir: $XDG_DATA_HOME/nymph/managers/<cluster> when XDG_DATA_HOME is set)
-  std::string config_toml;                // content of config.toml
+  SiteConfig site;                        // the site configuration in config_toml
+  std::string config_toml;                // content of config.toml; passes agent::parse_config
   std::vector<std::string> daemon_argv;   // <nymph> run --config <config_path> [--replace]
   std::string job_name;                   // slurm: lakeshore-nymph-<ULID>
   std::string sbatch_script;              // slurm: the script given to `sbatch --parsable` on stdin
@@ -78,8 +105,13 @@ std::filesystem::path log_path_for(const std::filesystem::path& home, const std:
 
 // Validates every option and builds the plan for launch `id`. Hostile or malformed values (control characters,
 // #SBATCH injection, shell metacharacters in paths that go into the script, unknown URL schemes, duplicate
-// tags...) give an Error that names the option; never throws. Does not look at the token.
-Result<InstallPlan> make_install_plan(const InstallOptions& options, const HostFacts& host, const Ulid& id);
+// tags...) give an Error that names the option; never throws. Does not look at the token or the filesystem.
+// The site options are checked with the grammars `nymph run` uses (the runConfig.slurm option grammar,
+// durations, ranges); `fragment` (the text of --config-fragment) is merged into the generated config key by
+// key: a key nymph install writes itself is a conflict (an Error naming the key and the flag that sets it),
+// except [log] level, which the fragment may change. The result must pass agent::parse_config, else an Error.
+Result<InstallPlan> make_install_plan(const InstallOptions& options, const HostFacts& host, const Ulid& id,
+                                      const std::optional<ConfigFragment>& fragment = std::nullopt);
 
 // Checks a token read from a file or standard input and returns it without surrounding whitespace: 1 to 4096
 // printable ASCII characters (0x21-0x7e), the same rule the daemon applies. The Error never contains the token.

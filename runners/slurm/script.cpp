@@ -1,6 +1,8 @@
 #include "runners/slurm/script.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <vector>
 
 #include "runners/profile.hpp"
 #include "slurm/options.hpp"
@@ -122,6 +124,74 @@ Result<std::vector<std::string>> training_sbatch_args(const JobSpec& spec, const
   args.push_back((dir / kInputFile).string());
   args.push_back((dir / kResultFile).string());
   return args;
+}
+
+namespace {
+
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+
+std::vector<std::string_view> words(std::string_view line) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && is_blank(line[i])) ++i;
+    std::size_t start = i;
+    while (i < line.size() && !is_blank(line[i])) ++i;
+    if (i > start) out.push_back(line.substr(start, i - start));
+  }
+  return out;
+}
+
+// The site-default key a long option name (without "--", before any '=') selects: the full name or a
+// prefix of it (getopt_long accepts unambiguous abbreviations; an ambiguous one fails sbatch anyway).
+std::optional<std::string> long_key(std::string_view name) {
+  if (name.empty()) return std::nullopt;
+  for (std::string_view key : {"account", "qos", "partition"})
+    if (key.starts_with(name)) return std::string(key);
+  return std::nullopt;
+}
+
+// The key a short-option word (-A, -Aacct, -Hp ...) selects: short flags without an argument may come first.
+std::optional<std::string> short_key(std::string_view word, bool pbs) {
+  for (std::size_t i = 1; i < word.size(); ++i) {
+    char c = word[i];
+    if (c == 'A') return std::string("account");
+    if (c == 'q') return std::string(pbs ? "partition" : "qos");
+    if (c == 'p' && !pbs) return std::string("partition");
+    if (pbs || std::string_view("HOQsvVWh").find(c) == std::string_view::npos) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::set<std::string> script_site_keys(std::string_view text) {
+  std::set<std::string> keys;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    std::string_view line = text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos);
+    pos = end == std::string_view::npos ? text.size() : end + 1;
+    std::size_t first = 0;
+    while (first < line.size() && is_blank(line[first])) ++first;
+    if (first == line.size()) continue;      // blank
+    if (line[first] != '#') break;           // the first command: sbatch reads no further
+    bool sbatch = line.starts_with("#SBATCH") && (line.size() == 7 || is_blank(line[7]));
+    bool pbs = line.starts_with("#PBS") && (line.size() == 4 || is_blank(line[4]));
+    if (!sbatch && !pbs) continue;           // another comment
+    for (std::string_view w : words(line.substr(sbatch ? 7 : 4))) {
+      if (w.front() == '#') break;           // a comment after the options
+      std::optional<std::string> key;
+      if (w.starts_with("--") && !pbs) {
+        std::string_view name = w.substr(2);
+        key = long_key(name.substr(0, name.find('=')));
+      } else if (w.size() > 1 && w.front() == '-' && w[1] != '-') {
+        key = short_key(w, pbs);
+      }
+      if (key) keys.insert(*key);
+    }
+  }
+  return keys;
 }
 
 }  // namespace nymph::runners::slurm

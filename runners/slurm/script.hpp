@@ -3,6 +3,7 @@
 // Job data only ever reaches the script as validated option values or single-quoted shell words.
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,10 +56,20 @@ Result<RenderedJob> render_job(const JobSpec& spec, const std::filesystem::path&
 // for the job directory `dir`: --parsable, --job-name=nymph-<job_id>, --chdir=dir, --output/--error into
 // dir, the validated `options` as --key[=value] (and --time from spec.timeout when `options` has none), then
 // the script and its two arguments dir/input.json and dir/result.json. Options given here win over the
-// profile's own #SBATCH lines, which decide everything else. Job parameters never appear: they are in
+// profile's own #SBATCH lines, which decide everything else (so the caller leaves out a site default the
+// script sets: script_site_keys). Job parameters never appear: they are in
 // input.json. Returns an Error for a bad job id, directory or script path. Never throws.
 Result<std::vector<std::string>> training_sbatch_args(const JobSpec& spec, const std::filesystem::path& dir,
                                                       const std::vector<SbatchOption>& options,
                                                       const std::filesystem::path& script);
+
+// The site-default keys ("account", "qos", "partition") that the batch script `text` sets itself, read as
+// sbatch reads directives: lines from the top of the script up to the first one that is neither blank nor a
+// comment; a directive line starts with "#SBATCH" (or "#PBS", which sbatch also honours: -A account,
+// -q partition) in column 0, followed by options up to the end of the line or a word starting with '#'.
+// Recognised forms: --account=A, --account A, an abbreviated long name (--acc=A, as getopt accepts), -A A,
+// -AA, and -q / -p likewise (after no-argument short flags such as -H). When in doubt a key counts as set,
+// so a site default never overrides what the script may have chosen. Never throws.
+std::set<std::string> script_site_keys(std::string_view text);
 
 }  // namespace nymph::runners::slurm

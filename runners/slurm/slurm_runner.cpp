@@ -7,6 +7,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "common/coroutine_warning.hpp"
+#include "common/files.hpp"
 #include "common/spawn.hpp"
 #include "runners/profile.hpp"
 #include "runners/slurm/job_files.hpp"
@@ -21,6 +22,9 @@ namespace {
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
 namespace cli = nymph::slurm;
+
+// A profile script is read for its #SBATCH lines before each submission; a reviewed script is far smaller.
+constexpr std::size_t kMaxProfileScriptBytes = 4 * 1024 * 1024;
 
 JobUpdate failed_update(std::string message, std::optional<std::string> slurm_id = std::nullopt) {
   JobUpdate u;
@@ -118,9 +122,10 @@ asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter)
   if (!training && config_.profiles_only)
     co_return failed_update("this worker runs approved training profiles only ([runners.process] allow_commands = "
                             "false): argv and command jobs are refused");
-  // A profile's own #SBATCH lines decide its resources: site defaults on the command line would override them.
-  cli::OptionDefaults defaults{config_.account, config_.qos, config_.partition};
-  if (training) defaults = {};
+  // Precedence (docs/profiles.md): runConfig.slurm > a profile's own #SBATCH lines > these site defaults >
+  // Slurm's. prepare_training drops a default the profile script sets itself (sbatch's command line would
+  // override the script).
+  const cli::OptionDefaults defaults{config_.account, config_.qos, config_.partition};
   auto options = cli::validate_options(spec.slurm_options, defaults);
   if (!options) co_return failed_update(options.error().message);
   const Profile* profile = nullptr;
@@ -253,7 +258,14 @@ Result<SlurmRunner::Submission> SlurmRunner::prepare_training(const JobSpec& spe
                                                               const std::string& input,
                                                               const SbatchOptions& options, bool& created) const {
   const fs::path dir = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
-  auto args = training_sbatch_args(spec, dir, options, profile.script);
+  // The script as sbatch will read it: a site default it sets with #SBATCH (and the job does not) is left out.
+  auto text = read_small_file(profile.script, "profile " + profile.name + " script", kMaxProfileScriptBytes);
+  if (!text) return text.error();
+  const auto set_by_script = script_site_keys(*text);
+  SbatchOptions effective;
+  for (const auto& o : options)
+    if (!set_by_script.count(o.key) || spec.slurm_options.contains(o.key)) effective.push_back(o);
+  auto args = training_sbatch_args(spec, dir, effective, profile.script);
   if (!args) return args.error();
   if (auto d = job_dir_created(dir, created); !d) return d.error();
   if (auto w = write_input(dir, input); !w) return w.error();

@@ -48,7 +48,7 @@ struct SlurmRunnerConfig {
   std::string enabled = "auto";                      // auto | true | false: read by the agent, not the runner
   std::chrono::milliseconds poll_interval{10'000};   // one squeue per interval, jittered by ±poll_jitter
   double poll_jitter = 0.2;
-  std::string account, qos, partition;               // defaults for runConfig.slurm
+  std::string account, qos, partition;               // site defaults: every sbatch, unless the job or profile sets them
   std::filesystem::path launch_dir;                  // job directories + journal; must be visible to nodes
   int max_jobs = 100;                                // attempts tracked at once; more fail at once
   std::chrono::milliseconds max_poll_duration{24 * 3'600'000};   // running time, from Slurm's start
@@ -101,8 +101,9 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   // running here, fail at once; so does a kind=command job on a profiles_only runner.
   // kind=training: the profile must be in `profiles` (else `failed`, nothing written or submitted); the
   // checked parameters go to <dir>/input.json and the profile script itself is submitted (see
-  // training_sbatch_args; runConfig.slurm adds allow-listed options, the [runners.slurm] account/qos/
-  // partition defaults do not apply) with NYMPH_INPUT, NYMPH_RESULT, NYMPH_JOB_ID, NYMPH_ATTEMPT in its
+  // training_sbatch_args; runConfig.slurm adds allow-listed options, and the [runners.slurm] account/qos/
+  // partition defaults apply where neither runConfig.slurm nor the script's own #SBATCH lines set them,
+  // see script_site_keys) with NYMPH_INPUT, NYMPH_RESULT, NYMPH_JOB_ID, NYMPH_ATTEMPT in its
   // environment. Once Slurm reports COMPLETED, <dir>/result.json is read and checked: the update is
   // succeeded with `result`, or failed saying why. No other final state carries a result.
   boost::asio::awaitable<JobUpdate> run(JobSpec spec, JobReporter& reporter) override;

@@ -153,6 +153,47 @@ TEST_F(InstallCli, DryRunJsonIsOneObject) {
   EXPECT_TRUE(home_untouched());
 }
 
+TEST_F(InstallCli, SiteOptionsAppearInJsonAndDryRunAndAConflictIsOneError) {
+  auto script = root_ / "smoke.sh";
+  std::ofstream(script) << "#!/bin/sh\n#SBATCH --mem=10M\nexit 0\n";
+  fs::permissions(script, fs::perms::owner_all);
+  std::ofstream(root_ / "site.toml") << "[runners.slurm]\npoll_interval = \"5s\"\n";
+  auto args = install_args();
+  args.insert(args.end(), {"--account", "A2", "--qos", "Q2", "--partition", "debug", "--launch-dir",
+                           (root_ / "jobs").native(), "--training-profile", "smoke=" + script.native(),
+                           "--profiles-only", "--max-jobs", "5", "--max-poll-duration", "12h", "--drain-grace", "2m",
+                           "--config-fragment", (root_ / "site.toml").native(), "--cluster", "lab"});
+  auto text = args;
+  text.push_back("--dry-run");
+  auto r = run(text);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (auto what : {"site config:  account A2, qos Q2, partition debug", "[runners.slurm]", "account = 'A2'",
+                    "qos = 'Q2'", "max_jobs = 5", "max_poll_duration = '12h'", "drain_grace = '2m'",
+                    "allow_commands = false", "poll_interval = '5s'"})
+    EXPECT_NE(r.out.find(what), std::string::npos) << what << " missing in\n" << r.out;
+  args.insert(args.end(), {"--json", "--dry-run"});
+  r = run(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto site = one_object(r)["siteConfig"].as_object();
+  EXPECT_EQ(site["account"], "A2");
+  EXPECT_EQ(site["qos"], "Q2");
+  EXPECT_EQ(site["partition"], "debug");
+  EXPECT_EQ(site["launchDir"], json::value((root_ / "jobs").native()));
+  EXPECT_EQ(site["profilesOnly"], true);
+  EXPECT_EQ(site["maxJobs"], 5);
+  EXPECT_EQ(site["maxPollDuration"], "12h");
+  EXPECT_EQ(site["drainGrace"], "2m");
+  EXPECT_EQ(site["fragmentKeys"], json::array{"runners.slurm.poll_interval"});
+  EXPECT_FALSE(fs::exists(root_ / "jobs"));
+  EXPECT_TRUE(home_untouched());
+
+  std::ofstream(root_ / "site.toml", std::ios::trunc) << "[runners.slurm]\naccount = \"B\"\n";
+  r = run(args);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("runners.slurm.account conflicts with --account"), std::string::npos) << r.err;
+  EXPECT_TRUE(home_untouched());
+}
+
 TEST_F(InstallCli, BadOptionsFailClearlyAndLeaveNothing) {
   struct Case {
     std::vector<std::string> args;

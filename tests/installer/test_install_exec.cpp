@@ -433,3 +433,60 @@ TEST_F(InstallExec, PruneKeepsALaunchWhoseSlurmJobsMayStillRun) {
   EXPECT_FALSE(fs::exists(out->plan.launch_dir));
   EXPECT_TRUE(fs::exists(identity_journal)) << "identity state is never pruned";
 }
+
+// Site configuration: the fragment is read from a file, --launch-dir is checked (dry run) and then created and
+// written to, and --json carries every site key.
+TEST_F(InstallExec, SiteConfigurationIsCheckedWrittenAndReported) {
+  auto script = root_ / "smoke.sh";
+  std::ofstream(script) << "#!/bin/sh\nexit 0\n";
+  fs::permissions(script, fs::perms::owner_all);
+  std::ofstream(root_ / "site.toml") << "[runners.slurm]\npoll_interval = \"5s\"\n";
+  opts_.account = "A2";
+  opts_.qos = "Q2";
+  opts_.launch_dir = (root_ / "shared" / "jobs").native();
+  opts_.training_profiles = {"smoke=" + script.native()};
+  opts_.profiles_only = true;
+  opts_.max_jobs = 3;
+  opts_.config_fragment = (root_ / "site.toml").native();
+  opts_.dry_run = true;
+  auto dry = install();
+  ASSERT_TRUE(dry) << dry.error().message;
+  EXPECT_FALSE(fs::exists(root_ / "shared")) << "a dry run creates nothing";
+  auto j = outcome_json(*dry);
+  const auto& site = j.at("siteConfig").as_object();
+  EXPECT_EQ(site.at("account"), "A2");
+  EXPECT_EQ(site.at("qos"), "Q2");
+  EXPECT_TRUE(site.at("partition").is_null());
+  EXPECT_EQ(site.at("launchDir"), boost::json::value(opts_.launch_dir));
+  EXPECT_EQ(site.at("profilesOnly"), true);
+  EXPECT_EQ(site.at("maxJobs"), 3);
+  EXPECT_TRUE(site.at("maxPollDuration").is_null());
+  EXPECT_EQ(site.at("configFragment"), boost::json::value((root_ / "site.toml").native()));
+  EXPECT_EQ(site.at("fragmentKeys"), boost::json::array{"runners.slurm.poll_interval"});
+  EXPECT_NE(outcome_text(*dry).find("site config:  account A2, qos Q2"), std::string::npos) << outcome_text(*dry);
+
+  opts_.dry_run = false;
+  auto out = install();
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_TRUE(fs::is_directory(root_ / "shared" / "jobs"));
+  EXPECT_EQ(mode_of(root_ / "shared" / "jobs"), 0700u);
+  EXPECT_TRUE(fs::is_empty(root_ / "shared" / "jobs")) << "the write probe is removed";
+  EXPECT_FALSE(out->launch_dir_filesystem.empty()) << "this test's /tmp is a known filesystem";
+  auto config = read_file(out->plan.config_path);
+  EXPECT_NE(config.find("account = 'A2'"), std::string::npos) << config;
+  EXPECT_NE(config.find("poll_interval = '5s'"), std::string::npos) << config;
+}
+
+TEST_F(InstallExec, LaunchDirThatIsNoDirectoryOrAMissingFragmentIsRefusedBeforeAnythingIsWritten) {
+  std::ofstream(root_ / "file") << "x";
+  opts_.launch_dir = (root_ / "file" / "jobs").native();
+  auto r = run_install(opts_, ctx_, ids_);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("exists and is not a directory"), std::string::npos) << r.error().message;
+  opts_.launch_dir.clear();
+  opts_.config_fragment = (root_ / "missing.toml").native();
+  r = run_install(opts_, ctx_, ids_);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("--config-fragment"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(fs::exists(root_ / "state"));
+}

@@ -1,6 +1,8 @@
 // `nymph install --slurm` end to end on the lab cluster: the daemon runs inside a real allocation as the
 // unprivileged lab user and registers with a real nymph-control as backend slurm with its job id; `nymph kill`
-// (scancel) is reported as sigterm; a short walltime with a signal lead is reported as walltime.
+// (scancel) is reported as sigterm; a short walltime with a signal lead is reported as walltime. And a
+// login-node manager installed with the site's --account/--qos runs a training profile through sbatch under
+// them (issue 16), read back from sacct.
 #include <pwd.h>
 #include <unistd.h>
 
@@ -12,14 +14,17 @@
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
+#include "tests/support/agent_process.hpp"
 #include "tests/support/commands.hpp"
 #include "tests/support/json_output.hpp"
 #include "tests/support/control_server.hpp"
+#include "tests/support/files.hpp"
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
 using namespace nymph::test;
 using namespace std::chrono_literals;
+using nymph::test::read_file;
 
 namespace {
 
@@ -40,6 +45,7 @@ class InstallSlurmE2E : public ::testing::Test {
   }
 
   void TearDown() override {
+    if (!local_launch_.empty()) nymph({"kill", local_launch_, "--timeout", "60"});  // a failed test's manager
     if (!id_.empty()) run_as(kUser, {"scancel", "--name=lakeshore-nymph-" + id_});
     fs::remove_all(home_);
   }
@@ -84,10 +90,19 @@ class InstallSlurmE2E : public ::testing::Test {
     return found;
   }
 
+  // A site fragment (one key the options do not set), readable by the lab user.
+  fs::path write_fragment() {
+    auto p = home_ / "site.toml";
+    std::ofstream(p) << "[runners.slurm]\npoll_interval = \"1s\"\n";
+    EXPECT_EQ(::chown(p.c_str(), uid_, gid_), 0);
+    return p;
+  }
+
   fs::path home_;
   uid_t uid_ = 0;
   gid_t gid_ = 0;
   std::string id_;
+  std::string local_launch_;  // a login-node manager to stop in TearDown
 };
 
 }  // namespace
@@ -118,4 +133,58 @@ TEST_F(InstallSlurmE2E, ShortWalltimeWithLeadExitsAsWalltime) {
   auto list = one_object(nymph({"launches", "--json"}));
   ASSERT_EQ(list["launches"].as_array().size(), 1u);
   EXPECT_EQ(list["launches"].as_array()[0].at("exitReason"), "walltime");
+}
+
+// Issue 16, "done when": `nymph install --account A2 --qos Q2 --training-profile smoke=...` as the lab user, then a
+// training submit (with --runner slurm: the runner-by-kind rule is another part of the issue) yields a COMPLETED
+// sbatch job whose sacct row shows account A2 and QOS Q2, and its result comes back.
+TEST_F(InstallSlurmE2E, SiteAccountAndQosReachATrainingProfilesSbatch) {
+  const std::string account2 = std::getenv("SLURM_LAB_ACCOUNT2") ? std::getenv("SLURM_LAB_ACCOUNT2") : "nymph2";
+  const std::string qos2 = std::getenv("SLURM_LAB_QOS2") ? std::getenv("SLURM_LAB_QOS2") : "nymphq2";
+  ControlServer cp({.poll_timeout = "1s"});
+  auto script = home_ / "smoke.sh";
+  std::ofstream(script) << read_file(fs::path(NYMPH_SOURCE_DIR) / "packaging/examples/slurm-smoke.sh");
+  ASSERT_EQ(::chown(script.c_str(), uid_, gid_), 0);
+  ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
+  auto tok = home_ / "tok";
+  std::ofstream(tok) << cp.agent_token() << "\n";
+  ASSERT_EQ(::chown(tok.c_str(), uid_, gid_), 0);
+  ASSERT_EQ(::chmod(tok.c_str(), 0600), 0);
+  auto r = nymph({"install", "--server", cp.url(), "--token-file", tok.native(), "--label", "site", "--cluster",
+                  "site-e2e-" + std::to_string(::getpid()), "--account", account2, "--qos", qos2,
+                  "--training-profile", "smoke=" + script.native(), "--launch-dir", (home_ / "jobs").native(),
+                  "--config-fragment", write_fragment().native(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto o = one_object(r);
+  id_ = str(o, "launchId");
+  EXPECT_EQ(str(o.at("siteConfig").as_object(), "account"), account2);
+  local_launch_ = id_;
+
+  std::string job = nymph::test::submit(cp, {"--runner", "slurm", "--kind", "training", "--payload",
+                                             R"({"profile":"smoke","parameters":{"message":"hello"}})"});
+  auto done = [](const std::string& j) {
+    auto s = nymph::test::job_state(j);
+    return s == "succeeded" || s == "failed" || s == "lost" || s == "cancelled";
+  };
+  auto v = json::parse(nymph::test::wait_for_job(cp, job, done, std::chrono::seconds(180)));
+  auto& top = v.as_object();
+  const json::object& j = top.contains("job") ? top.at("job").as_object() : top;
+  ASSERT_EQ(str(j, "state"), "succeeded") << json::serialize(j);
+  ASSERT_TRUE(j.contains("result")) << json::serialize(j);
+  EXPECT_EQ(str(j.at("result").as_object(), "message"), "hello");
+  std::string slurm_id = str(j.at("result").as_object(), "slurmJobId");
+  ASSERT_FALSE(slurm_id.empty());
+  std::string row;
+  for (auto deadline = std::chrono::steady_clock::now() + 15s; std::chrono::steady_clock::now() < deadline;) {
+    row = run_as(kUser, {"sacct", "-X", "-n", "-P", "-j", slurm_id, "-o", "State,Account,QOS"}).out;
+    while (!row.empty() && (row.back() == '\n' || row.back() == ' ')) row.pop_back();
+    if (row == "COMPLETED|" + account2 + "|" + qos2) break;
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_EQ(row, "COMPLETED|" + account2 + "|" + qos2);
+
+  auto k = nymph({"kill", id_, "--timeout", "60"});
+  EXPECT_EQ(k.exit_code, 0) << k.err << k.out;
+  local_launch_.clear();
+  id_.clear();  // a login-node launch has no allocation to scancel
 }

@@ -3,6 +3,10 @@
 
 #include <toml++/toml.h>
 
+#include <functional>
+
+#include "agent/config.hpp"
+
 #include "installer/plan.hpp"
 #include "installer/slurm_values.hpp"
 
@@ -360,4 +364,191 @@ TEST(InstallPlan, ReplacePassesThroughAndManagerOptionsNeedALocalLaunch) {
   o = base();
   o.cluster = "../etc";
   EXPECT_TRUE(contains(plan_error(o), "--cluster '../etc'"));
+}
+
+// Site configuration (issue 16): every option becomes the config key `nymph run` reads, checked with its grammar.
+namespace {
+
+InstallOptions site_base() {
+  auto o = base();
+  o.account = "A2";
+  o.qos = "Q2";
+  o.partition = "debug,gpu";
+  o.launch_dir = "/scratch/ada/nymph-jobs/";
+  o.training_profiles = {"smoke=/opt/profiles/smoke.sh"};
+  o.profiles_only = true;
+  o.max_jobs = 7;
+  o.max_poll_duration = "2h";
+  o.drain_grace = "90";
+  return o;
+}
+
+nymph::Result<InstallPlan> with_fragment(const InstallOptions& o, std::string text) {
+  return make_install_plan(o, host(), kId, ConfigFragment{"/etc/nymph/site.toml", std::move(text)});
+}
+
+}  // namespace
+
+TEST(InstallSite, OptionsBecomeTheKeysNymphRunReads) {
+  auto p = plan_ok(site_base());
+  auto c = nymph::agent::parse_config(p.config_toml, "config.toml");
+  ASSERT_TRUE(c) << c.error().message << "\n" << p.config_toml;
+  EXPECT_EQ(c->slurm.account, "A2");
+  EXPECT_EQ(c->slurm.qos, "Q2");
+  EXPECT_EQ(c->slurm.partition, "debug,gpu");
+  EXPECT_EQ(c->slurm.launch_dir, "/scratch/ada/nymph-jobs/");
+  EXPECT_EQ(c->slurm.max_jobs, 7);
+  EXPECT_EQ(c->slurm.max_poll_duration, std::chrono::hours(2));
+  EXPECT_EQ(c->worker.drain_grace, std::chrono::seconds(90));
+  EXPECT_FALSE(c->process.allow_commands) << "--profiles-only";
+  ASSERT_EQ(c->profiles.size(), 1u);
+  EXPECT_EQ(c->profiles[0].script, "/opt/profiles/smoke.sh");
+  EXPECT_EQ(p.site.drain_grace, "90s") << "normalised";
+  EXPECT_EQ(p.site.max_poll_duration, "2h");
+  for (auto section : {"[server]\n", "[worker]\n", "[profiles]\n", "[runners.process]\n", "[runners.slurm]\n",
+                       "[manager]\n", "[log]\n"})
+    EXPECT_TRUE(contains(p.config_toml, section)) << section << "\n" << p.config_toml;
+  EXPECT_LT(p.config_toml.find("[server]"), p.config_toml.find("[runners.slurm]")) << "a readable order";
+}
+
+TEST(InstallSite, NothingSetWritesNoRunnerSection) {
+  auto p = plan_ok(base());
+  EXPECT_FALSE(contains(p.config_toml, "[runners")) << p.config_toml;
+  EXPECT_FALSE(p.site.max_jobs);
+  EXPECT_TRUE(p.site.account.empty());
+}
+
+TEST(InstallSite, ValuesAreCheckedWithTheRunnerGrammarNamingTheOption) {
+  struct Case {
+    std::function<void(InstallOptions&)> set;
+    std::string says;
+  };
+  std::vector<Case> cases{
+      {[](auto& o) { o.account = "a b"; }, "--account: invalid value"},
+      {[](auto& o) { o.account = "-A"; }, "--account"},
+      {[](auto& o) { o.qos = "q\n#SBATCH --wrap=id"; }, "--qos: invalid value"},
+      {[](auto& o) { o.partition = "debug;rm"; }, "--partition: invalid value"},
+      {[](auto& o) { o.launch_dir = "jobs"; }, "--launch-dir 'jobs': must be an absolute path"},
+      {[](auto& o) { o.launch_dir = "/scratch/my jobs"; },
+       "--launch-dir '/scratch/my jobs': job directories go into sbatch"},
+      {[](auto& o) { o.launch_dir = "/scratch/%u"; }, "--launch-dir"},
+      {[](auto& o) { o.max_jobs = 0; }, "--max-jobs 0: expected 1 to 100000"},
+      {[](auto& o) { o.max_jobs = 100001; }, "--max-jobs 100001"},
+      {[](auto& o) { o.max_poll_duration = "forever"; }, "--max-poll-duration 'forever': invalid duration"},
+      {[](auto& o) { o.max_poll_duration = "0s"; }, "--max-poll-duration '0s': must be longer than zero"},
+      {[](auto& o) { o.drain_grace = "-5s"; }, "--drain-grace '-5s'"},
+  };
+  for (const auto& c : cases) {
+    auto o = site_base();
+    c.set(o);
+    auto message = plan_error(o);
+    EXPECT_TRUE(contains(message, c.says)) << c.says << " | " << message;
+  }
+}
+
+TEST(InstallSite, ProfilesOnlyWithoutAnyProfileIsRefused) {
+  auto o = base();
+  o.profiles_only = true;
+  EXPECT_TRUE(contains(plan_error(o), "--profiles-only: this worker would have no training profile"));
+  EXPECT_TRUE(with_fragment(o, "[profiles]\nsmoke = \"/opt/p/smoke.sh\"\n")) << "a fragment's profile counts";
+}
+
+TEST(InstallSite, ASlurmDaemonsAllocationUsesTheSiteAccountUnlessSlurmAccountIsGiven) {
+  auto o = base();
+  o.slurm = true;
+  o.account = "A2";
+  o.qos = "Q2";
+  auto p = plan_ok(o);
+  EXPECT_TRUE(contains(p.sbatch_script, "#SBATCH --account=A2\n")) << p.sbatch_script;
+  EXPECT_TRUE(contains(p.sbatch_script, "#SBATCH --qos=Q2\n")) << p.sbatch_script;
+  o.slurm_account = "alloc";
+  EXPECT_TRUE(contains(plan_ok(o).sbatch_script, "#SBATCH --account=alloc\n"));
+}
+
+TEST(InstallFragment, IsMergedKeyByKey) {
+  auto o = base();
+  o.account = "A2";
+  o.tags = {"site=lab"};
+  auto p = with_fragment(o, R"(
+[runners.slurm]
+poll_interval = "5s"
+sacct = "/opt/slurm/bin/sacct"
+[worker.tags]
+rack = "r1"
+[profiles]
+big = { script = "/opt/p/big.sh", parameters = ["message"] }
+[log]
+level = "debug"
+)");
+  ASSERT_TRUE(p) << p.error().message;
+  auto c = nymph::agent::parse_config(p->config_toml, "config.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->slurm.account, "A2");
+  EXPECT_EQ(c->slurm.poll_interval, std::chrono::seconds(5));
+  EXPECT_EQ(c->slurm.sacct, "/opt/slurm/bin/sacct");
+  EXPECT_EQ(c->worker.tags, (std::map<std::string, std::string>{{"rack", "r1"}, {"site", "lab"}}));
+  ASSERT_EQ(c->profiles.size(), 1u);
+  EXPECT_EQ(c->profiles[0].allowed_parameters, std::vector<std::string>{"message"});
+  EXPECT_EQ(c->log.level, "debug") << "the installer's default log level may be changed";
+  EXPECT_EQ(p->site.config_fragment, "/etc/nymph/site.toml");
+  EXPECT_EQ(p->site.fragment_keys,
+            (std::vector<std::string>{"log.level", "profiles.big.parameters", "profiles.big.script",
+                                      "runners.slurm.poll_interval", "runners.slurm.sacct", "worker.tags.rack"}));
+  ASSERT_EQ(p->profiles.size(), 1u) << "the fragment's profiles are the launch's profiles (checked at install)";
+  EXPECT_EQ(p->profiles[0].first, "big");
+  EXPECT_TRUE(contains(p->config_toml, "# Merged with the site fragment /etc/nymph/site.toml"));
+}
+
+TEST(InstallFragment, AKeyAnOptionSetsIsAConflict) {
+  struct Case {
+    std::string fragment;
+    std::string says;
+  };
+  auto o = base();
+  o.account = "A2";
+  o.tags = {"site=lab"};
+  o.training_profiles = {"smoke=/opt/p/smoke.sh"};
+  o.drain_grace = "30s";
+  for (const auto& c : std::vector<Case>{
+           {"[runners.slurm]\naccount = \"B\"\n", "site.toml:2: runners.slurm.account conflicts with --account"},
+           {"[worker]\nlabel = \"x\"\n", "worker.label conflicts with --label"},
+           {"[worker]\ndrain_grace = \"1s\"\n", "worker.drain_grace conflicts with --drain-grace"},
+           {"[worker.tags]\nsite = \"other\"\n", "worker.tags.site conflicts with --tag"},
+           {"[profiles]\nsmoke = \"/opt/p/other.sh\"\n", "profiles.smoke conflicts with --training-profile"},
+           {"[server]\nurl = \"https://evil.example.org\"\n", "server.url conflicts with --server"},
+           {"[server]\ntoken_file = \"/tmp/t\"\n", "server.token_file conflicts with --token-file"},
+           {"[manager]\nstate_dir = \"/tmp/m\"\n", "manager.state_dir conflicts with --state-dir"},
+           {"worker = \"x\"\n", "worker conflicts with"},
+       }) {
+    auto p = with_fragment(o, c.fragment);
+    ASSERT_FALSE(p) << c.fragment;
+    EXPECT_TRUE(contains(p.error().message, c.says)) << c.says << " | " << p.error().message;
+    EXPECT_TRUE(contains(p.error().message, "--config-fragment /etc/nymph/site.toml")) << p.error().message;
+  }
+}
+
+TEST(InstallFragment, TheMergedResultMustPassTheConfigParser) {
+  struct Case {
+    std::string fragment;
+    std::string says;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"[runners.slurm]\npoll_interval = \"never\"\n", "runners.slurm.poll_interval: invalid duration"},
+           {"[runners.slurm]\nqos = \"a b\"\n", "runners.slurm.qos: invalid value"},
+           {"[worker]\nmax_proces_jobs = 3\n", "unknown key worker.max_proces_jobs"},
+           {"[sever]\nurl = \"x\"\n", "unknown key sever"},
+           {"[profiles]\nrel = \"smoke.sh\"\n", "profiles.rel: script path must be absolute"},
+           {"[runners.slurm\n", "site.toml:1: invalid TOML"},
+       }) {
+    auto p = with_fragment(base(), c.fragment);
+    ASSERT_FALSE(p) << c.fragment;
+    EXPECT_TRUE(contains(p.error().message, c.says)) << c.says << " | " << p.error().message;
+  }
+}
+
+TEST(InstallFragment, ValuesKeepTheirTypeAndAreQuotedByToml) {
+  auto p = with_fragment(base(), "[worker.tags]\nodd = \"a'b\\\"c\\\\d\\n[log]\"\n");
+  ASSERT_TRUE(p) << p.error().message;
+  auto t = toml::parse(p->config_toml);
+  EXPECT_EQ(t["worker"]["tags"]["odd"].value_or(std::string{}), "a'b\"c\\d\n[log]");
 }

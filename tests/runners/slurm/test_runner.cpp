@@ -355,9 +355,9 @@ TEST_F(TrainingTest, SubmitsTheProfileItselfWithInputAndResultPaths) {
   const fs::path dir = launch / "t1-1";
   std::vector<std::string> expected{"sbatch", "--parsable", "--job-name=nymph-t1", "--chdir=" + dir.string(),
                                     "--output=" + (dir / "stdout.log").string(), "--error=" + (dir / "stderr.log").string(),
-                                    "--cpus-per-task=2", "--time=2", script.string(), (dir / "input.json").string(),
-                                    (dir / "result.json").string()};
-  EXPECT_EQ(fake.calls[0], expected) << "no --partition=debug: the profile's #SBATCH lines decide";
+                                    "--partition=debug", "--cpus-per-task=2", "--time=2", script.string(),
+                                    (dir / "input.json").string(), (dir / "result.json").string()};
+  EXPECT_EQ(fake.calls[0], expected) << "the site's partition applies: the profile's #SBATCH lines do not set one";
   ASSERT_TRUE(fake.envs[0]);
   EXPECT_EQ(fake.envs[0]->at("NYMPH_INPUT"), (dir / "input.json").string());
   EXPECT_EQ(fake.envs[0]->at("NYMPH_RESULT"), (dir / "result.json").string());
@@ -368,6 +368,92 @@ TEST_F(TrainingTest, SubmitsTheProfileItselfWithInputAndResultPaths) {
   runner->release("t1");
   runner.reset();
   EXPECT_FALSE(fs::exists(dir)) << "the job directory is cleaned after completion";
+}
+
+// Precedence of account/qos/partition for a profile's sbatch, one level at a time: runConfig.slurm (command
+// line) > the profile's own #SBATCH lines (no site default on the command line, which would override them) >
+// the site's [runners.slurm] defaults > Slurm's own defaults (nothing passed).
+struct SiteDefaultsTest : TrainingTest {
+  // The sbatch options of one submitted training job (what comes between --error=... and the script).
+  std::vector<std::string> options_of(const std::string& profile_text, boost::json::object run_config,
+                                      SlurmRunnerConfig c) {
+    std::ofstream(script, std::ios::trunc) << profile_text;
+    fs::permissions(script, fs::perms(0755));
+    job_ends("COMPLETED|0:0", R"({"ok":true})");
+    fake.calls.clear();
+    auto runner = make_runner(std::move(c));
+    Recorder rec;
+    auto s = training("d" + std::to_string(++n), {});
+    s.slurm_options = std::move(run_config);
+    auto final = run_coro(ioc, runner->run(s, rec), 10s);
+    EXPECT_EQ(final.state, JobState::succeeded) << final.message;
+    runner->release(s.job_id);
+    EXPECT_GE(fake.count("sbatch"), 1);
+    if (fake.calls.empty()) return {};
+    const auto& argv = fake.calls[0];
+    auto first = std::find_if(argv.begin(), argv.end(), [](const auto& a) { return a.starts_with("--error="); });
+    auto last = std::find(argv.begin(), argv.end(), script.string());
+    EXPECT_TRUE(first != argv.end() && last != argv.end());
+    return {first + 1, last};
+  }
+  SlurmRunnerConfig training_config_without_partition() {
+    auto c = training_config();
+    c.partition.clear();
+    return c;
+  }
+  SlurmRunnerConfig site() {
+    auto c = training_config();
+    c.account = "site-acct";
+    c.qos = "site-qos";
+    c.partition = "debug";
+    return c;
+  }
+  int n = 0;
+  using V = std::vector<std::string>;
+};
+
+TEST_F(SiteDefaultsTest, SiteDefaultsApplyWhenNeitherJobNorProfileSetsThem) {
+  EXPECT_EQ(options_of("#!/bin/sh\n#SBATCH --mem=10M\nexit 0\n", {}, site()),
+            (V{"--partition=debug", "--account=site-acct", "--qos=site-qos"}));
+}
+
+TEST_F(SiteDefaultsTest, WithoutSiteDefaultsSlurmDecides) {
+  EXPECT_EQ(options_of("#!/bin/sh\nexit 0\n", {}, training_config_without_partition()), V{});
+}
+
+TEST_F(SiteDefaultsTest, ProfileSbatchLinesWinOverSiteDefaults) {
+  const std::string profile =
+      "#!/bin/bash\n# reviewed by the site\n\n#SBATCH -A prof-acct\n#SBATCH --partition gpu\nexit 0\n";
+  EXPECT_EQ(options_of(profile, {}, site()), V{"--qos=site-qos"})
+      << "a site default on the command line would override the profile's #SBATCH line";
+  EXPECT_EQ(options_of("#!/bin/sh\n#SBATCH --qos=prof-qos # long jobs\n", {}, site()),
+            (V{"--partition=debug", "--account=site-acct"}));
+}
+
+TEST_F(SiteDefaultsTest, SbatchLinesAfterTheFirstCommandAreNotDirectives) {
+  EXPECT_EQ(options_of("#!/bin/sh\necho start\n#SBATCH --account=late\n", {}, site()),
+            (V{"--partition=debug", "--account=site-acct", "--qos=site-qos"}))
+      << "sbatch stops reading #SBATCH lines at the first command";
+}
+
+TEST_F(SiteDefaultsTest, RunConfigWinsOverProfileAndSite) {
+  const std::string profile = "#!/bin/sh\n#SBATCH -A prof-acct -q prof-qos\n#SBATCH -p gpu\nexit 0\n";
+  EXPECT_EQ(options_of(profile, {{"account", "job-acct"}}, site()), V{"--account=job-acct"})
+      << "the job's account on the command line; the profile's qos and partition stay";
+  EXPECT_EQ(options_of("#!/bin/sh\nexit 0\n", {{"qos", "job-qos"}, {"partition", "big"}}, site()),
+            (V{"--partition=big", "--account=site-acct", "--qos=job-qos"}));
+}
+
+TEST_F(SiteDefaultsTest, ABadSiteDefaultFailsTheJobNamingTheConfig) {
+  auto c = site();
+  c.account = "bad account";
+  std::ofstream(script, std::ios::trunc) << "#!/bin/sh\nexit 0\n";
+  auto runner = make_runner(c);
+  Recorder rec;
+  auto final = run_coro(ioc, runner->run(training("bad", {}), rec), 10s);
+  EXPECT_EQ(final.state, JobState::failed);
+  EXPECT_NE(final.message.find("[runners.slurm] default"), std::string::npos) << final.message;
+  EXPECT_TRUE(fake.calls.empty());
 }
 
 TEST_F(TrainingTest, FailedJobHasNoResultEvenIfItWroteOne) {

@@ -162,4 +162,31 @@ TEST(ShellQuote, Words) {
   EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
 }
 
+
+// Which site-default keys a profile script sets itself, read as sbatch reads its directives.
+TEST(ScriptSiteKeys, ReadsDirectivesAsSbatchDoes) {
+  using Keys = std::set<std::string>;
+  EXPECT_EQ(script_site_keys("#!/bin/sh\n#SBATCH --mem=1G\nexit 0\n"), Keys{});
+  EXPECT_EQ(script_site_keys("#!/bin/sh\n#SBATCH --account=a\n#SBATCH --qos q\n#SBATCH --partition=p\n"),
+            (Keys{"account", "qos", "partition"}));
+  EXPECT_EQ(script_site_keys("#!/bin/sh\n#SBATCH -A a -q q\n#SBATCH -pdebug\n"), (Keys{"account", "qos", "partition"}));
+  EXPECT_EQ(script_site_keys("#SBATCH -H -A a\n"), Keys{"account"}) << "after a flag without an argument";
+  EXPECT_EQ(script_site_keys("#SBATCH -Hp debug\n"), Keys{"partition"}) << "a cluster of short flags";
+  EXPECT_EQ(script_site_keys("#SBATCH --acc=a --part=p\n"), (Keys{"account", "partition"})) << "abbreviations";
+  EXPECT_EQ(script_site_keys("\n  \n# a comment\n#SBATCH -A a\n"), Keys{"account"}) << "blank lines and comments";
+  EXPECT_EQ(script_site_keys("#PBS -A a\n#PBS -q batch\n"), (Keys{"account", "partition"}))
+      << "#PBS as sbatch reads it";
+}
+
+TEST(ScriptSiteKeys, IgnoresWhatSbatchIgnores) {
+  using Keys = std::set<std::string>;
+  EXPECT_EQ(script_site_keys("#!/bin/sh\necho hi\n#SBATCH -A late\n"), Keys{}) << "after the first command";
+  EXPECT_EQ(script_site_keys(" #SBATCH -A a\n"), Keys{}) << "not in column 0";
+  EXPECT_EQ(script_site_keys("#SBATCHX -A a\n##SBATCH -A a\n#sbatch -A a\n"), Keys{});
+  EXPECT_EQ(script_site_keys("#SBATCH --mem=1G # -A a later in a comment\n"), Keys{});
+  EXPECT_EQ(script_site_keys("#SBATCH --acctg-freq=task=30 --output=/x-p\n"), Keys{});
+  EXPECT_EQ(script_site_keys("#SBATCH -o /tmp/x.p\n"), Keys{}) << "a short option with an argument ends the cluster";
+  EXPECT_EQ(script_site_keys(""), Keys{});
+}
+
 }  // namespace

@@ -213,4 +213,41 @@ TEST(ProfilesLab, EndToEndThroughTheControlPlane) {
   fs::remove_all(launch, ec);
 }
 
+// Site defaults on the real cluster (docs/profiles.md "Account, QOS and partition"): each level of the
+// precedence shows in sacct's Account and QOS. The lab has a second account and QOS (SLURM_LAB_ACCOUNT2,
+// SLURM_LAB_QOS2, created by tests/slurm-lab/start.sh); the lab user's defaults are SLURM_LAB_ACCOUNT and
+// "normal".
+TEST(ProfilesLab, SiteDefaultsReachTheProfilesSbatchUnlessTheProfileOrTheJobSetsThem) {
+  const std::string account = env_or("SLURM_LAB_ACCOUNT", "nymph"), account2 = env_or("SLURM_LAB_ACCOUNT2", "nymph2");
+  const std::string qos2 = env_or("SLURM_LAB_QOS2", "nymphq2");
+  Scripts scripts;
+  const std::string body = "#!/bin/sh\n#SBATCH --ntasks=1\n#SBATCH --mem=50M\n#SBATCH --time=00:02:00\n";
+  const std::string write_result = "echo '{\"ok\":true}' >\"$NYMPH_RESULT\"\n";
+  auto plain = scripts.install("plain", body + write_result);
+  auto pinned =
+      scripts.install("pinned", body + "#SBATCH --account=" + account + "\n#SBATCH -q normal\n" + write_result);
+  auto runs_under = [&](const std::string& name, bool site, boost::json::object run_config) {
+    Lab lab("site-" + name, [&](SlurmRunnerConfig& c) {
+      c.profiles = ProfileCatalog({plain, pinned});
+      if (site) {
+        c.account = account2;
+        c.qos = qos2;
+      }
+    });
+    Recorder rec;
+    auto s = training("site-" + name, name.starts_with("pinned") ? "pinned" : "plain", {});
+    s.slurm_options = std::move(run_config);
+    auto final = lab.run(s, rec);
+    EXPECT_EQ(final.state, JobState::succeeded) << name << ": " << final.message << "\n" << rec.err;
+    lab.runner->release(s.job_id);
+    if (!final.slurm_job_id) return std::string("(no Slurm job)");
+    return sacct_fields(*final.slurm_job_id, "Account,QOS");
+  };
+  EXPECT_EQ(runs_under("plain-site", true, {}), account2 + "|" + qos2) << "site defaults apply";
+  EXPECT_EQ(runs_under("pinned-site", true, {}), account + "|normal") << "the profile's #SBATCH lines win";
+  EXPECT_EQ(runs_under("pinned-job", true, {{"account", account2}, {"qos", qos2}}), account2 + "|" + qos2)
+      << "the job's runConfig.slurm wins over the profile";
+  EXPECT_EQ(runs_under("plain-none", false, {}), account + "|normal") << "Slurm's own defaults";
+}
+
 }  // namespace
