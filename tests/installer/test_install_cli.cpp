@@ -199,7 +199,9 @@ TEST_F(InstallCli, JsonErrorIsOneObject) {
   auto r = run(args);
   EXPECT_EQ(r.exit_code, 1);
   auto o = one_object(r);
-  EXPECT_NE(std::string(o["error"].as_string()).find("--slurm-qos"), std::string::npos);
+  ASSERT_TRUE(o.contains("error") && o["error"].is_object()) << r.out;
+  EXPECT_EQ(o["error"].at("code"), "installFailed") << r.out;
+  EXPECT_NE(std::string(o["error"].at("message").as_string()).find("--slurm-qos"), std::string::npos);
 }
 
 TEST_F(InstallCli, InstallStartsAPrivateDaemonThatKillStops) {
@@ -300,7 +302,8 @@ TEST_F(InstallCli, SecondManagerOfTheIdentityIsRefusedAndReplaceTakesOver) {
   EXPECT_EQ(refused.exit_code, 1);
   auto e = one_object(refused);
   ASSERT_TRUE(e.contains("error")) << refused.out;
-  std::string message(e["error"].as_string());
+  ASSERT_TRUE(e["error"].is_object()) << refused.out;
+  std::string message(e["error"].at("message").as_string());
   EXPECT_NE(message.find("is already running: host "), std::string::npos) << message;
   EXPECT_NE(message.find("pid " + std::to_string(pid) + " launch " + std::string(a["launchId"].as_string())),
             std::string::npos)
