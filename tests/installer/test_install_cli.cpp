@@ -284,8 +284,12 @@ TEST_F(InstallCli, KillAndLaunchesOnNothing) {
   EXPECT_EQ(list.exit_code, 0);
   EXPECT_EQ(list.out, "no launches\n");
   auto k = run({"kill", "01ARZ3NDEKTSV4RRFFQ69G5FAV"});
-  EXPECT_EQ(k.exit_code, 1);
-  EXPECT_NE(k.err.find("no launch with ID or worker label"), std::string::npos) << k.err;
+  EXPECT_EQ(k.exit_code, 3) << "notFound (docs/lakeshore.md)";
+  EXPECT_NE(k.err.find("no launch with ID, worker label or worker ID"), std::string::npos) << k.err;
+  EXPECT_EQ(k.out, "");
+  auto kj = run({"kill", "wrk_01ARZ3NDEKTSV4RRFFQ69G5FAV", "--json"});
+  EXPECT_EQ(kj.exit_code, 3);
+  EXPECT_EQ(one_object(kj)["error"].at("code"), "notFound") << kj.out;
   EXPECT_NE(run({"kill"}).exit_code, 0);
 }
 
