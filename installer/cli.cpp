@@ -167,28 +167,26 @@ class CommandsImpl final : public Commands {
 
   int run_prune() {
     auto out = prune_launches(manage(launches_state_dir_));
-    if (launches_json_ && out.errors.empty()) {
-      auto arr = [](const std::vector<std::string>& v) { return json::value_from(v); };
-      std::cout << json::serialize(json::object{
-                       {"removed", arr(out.removed)}, {"kept", arr(out.kept)}, {"errors", arr(out.errors)}})
-                << "\n";
-    } else if (!launches_json_) {
+    auto arr = [](const std::vector<std::string>& v) { return json::value_from(v); };
+    json::object result{{"removed", arr(out.removed)}, {"kept", arr(out.kept)}, {"errors", arr(out.errors)}};
+    if (!out.errors.empty()) {
+      if (!launches_json_) {
+        std::cout << "removed " << out.removed.size() << " stopped launch(es)\n" << string_list(out.removed);
+        if (!out.kept.empty()) std::cout << "kept (not stopped):\n" << string_list(out.kept);
+      }
+      std::cerr << "could not remove:\n" << string_list(out.errors);
+      // With --json still one object: the error, with what was removed and kept beside it.
+      return cli::report_failure("launches prune", "pruneIncomplete",
+                                 "could not remove " + std::to_string(out.errors.size()) + " item(s): " + out.errors.front(),
+                                 launches_json_, cli::kExitFailed, std::move(result));
+    }
+    if (launches_json_) {
+      std::cout << json::serialize(result) << "\n";
+    } else {
       std::cout << "removed " << out.removed.size() << " stopped launch(es)\n" << string_list(out.removed);
       if (!out.kept.empty()) std::cout << "kept (not stopped):\n" << string_list(out.kept);
-      if (!out.errors.empty()) std::cerr << "could not remove:\n" << string_list(out.errors);
     }
-    if (!out.errors.empty() && launches_json_) {
-      // One object still: the error, with what was removed and kept beside it.
-      std::string message = "could not remove " + std::to_string(out.errors.size()) + " item(s): " + out.errors.front();
-      auto arr = [](const std::vector<std::string>& v) { return json::value_from(v); };
-      std::cerr << "nymph launches prune: " << message << "\n";
-      std::cout << json::serialize(cli::error_json("pruneIncomplete", message,
-                                                   {{"removed", arr(out.removed)}, {"kept", arr(out.kept)},
-                                                    {"errors", arr(out.errors)}}))
-                << "\n";
-      return cli::kExitFailed;
-    }
-    return out.errors.empty() ? 0 : 1;
+    return 0;
   }
 
   int run_kill() {
