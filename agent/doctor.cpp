@@ -272,6 +272,59 @@ std::string to_text(const Report& r) {
 
 // --- Slurm ---------------------------------------------------------------------------------------------
 
+std::string partition_in_test_only(std::string_view text) {
+  constexpr std::string_view key = " in partition ";
+  auto at = text.rfind(key);
+  if (at == std::string_view::npos) return {};
+  auto rest = text.substr(at + key.size());
+  auto end = rest.find_first_of(" \t\r\n");
+  return std::string(rest.substr(0, end));
+}
+
+std::vector<Check> submit_checks(const Inputs& in, const Result<slurm::CommandResult>& test_only) {
+  std::string configured = in.config ? in.config->slurm.partition : std::string();
+  std::string site;  // what the probe carried beyond the defaults
+  if (in.config) {
+    const auto& s = in.config->slurm;
+    for (auto [k, v] : {std::pair{"partition", &s.partition}, {"account", &s.account}, {"qos", &s.qos}})
+      if (!v->empty()) site += std::string(site.empty() ? " with " : ", ") + k + " " + *v;
+  }
+  std::string said = test_only ? test_only->err + "\n" + test_only->out : test_only.error().message;
+  std::string why = test_only ? first_line(test_only->err.empty() ? test_only->out : test_only->err) : said;
+  bool accepted = test_only && test_only->exit_code == 0;
+  std::vector<Check> out;
+  // slurm.partition: a default partition exists, or [runners.slurm] partition names one that sbatch accepts.
+  std::string lower = said;
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  bool about_partition = lower.find("partition") != std::string::npos && !accepted;
+  std::string partition = partition_in_test_only(said);
+  const std::string set_it = "set [runners.slurm] partition (`nymph install --partition P`) to a partition you may use";
+  if (!configured.empty()) {
+    if (about_partition)
+      out.push_back(make("slurm.partition", Verdict::fail, "sbatch refuses partition " + configured + ": " + why, set_it));
+    else
+      out.push_back(make("slurm.partition", Verdict::ok, "jobs use partition " + configured + " ([runners.slurm] partition)"));
+  } else if (about_partition) {
+    out.push_back(make("slurm.partition", Verdict::fail, "no default partition: " + why, set_it));
+  } else if (!accepted) {
+    out.push_back(make("slurm.partition", Verdict::warn, "unknown: sbatch --test-only failed (see slurm.submit)", set_it));
+  } else {
+    out.push_back(make("slurm.partition", Verdict::ok,
+                       partition.empty() ? "the cluster has a default partition"
+                                         : "default partition: " + partition));
+  }
+  // slurm.submit: this user may submit a job (as the manager will: same partition, account and qos).
+  if (accepted)
+    out.push_back(make("slurm.submit", Verdict::ok, "sbatch --test-only accepts a job of " + in.user + site));
+  else
+    out.push_back(make("slurm.submit", Verdict::fail,
+                       "sbatch --test-only refuses a job of " + in.user + site + ": " +
+                           (test_only ? "exit status " + std::to_string(test_only->exit_code) + (why.empty() ? "" : ": " + why) : why),
+                       "check [runners.slurm] partition, account and qos against `sacctmgr show assoc user=" +
+                           in.user + "`"));
+  return out;
+}
+
 namespace {
 
 struct SlurmCommand {
@@ -345,6 +398,47 @@ asio::awaitable<Check> account_check(const Inputs& in, slurm::CommandRunner& com
   co_return make(name, Verdict::ok, "default account of " + in.user + ": " + account + using_text);
 }
 
+// The options every probe submission carries: a one-minute `true` named nymph-doctor, no output file, and the
+// site's [runners.slurm] partition, account and qos (the combination the manager's jobs will use).
+std::vector<std::string> probe_job_argv(const Inputs& in, const std::string& sbatch, std::vector<std::string> extra) {
+  std::vector<std::string> argv{sbatch};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.insert(argv.end(), {"--job-name=nymph-doctor", "--time=1", "--output=/dev/null", "--wrap=true"});
+  if (in.config) {
+    const auto& s = in.config->slurm;
+    if (!s.partition.empty()) argv.push_back("--partition=" + s.partition);
+    if (!s.account.empty()) argv.push_back("--account=" + s.account);
+    if (!s.qos.empty()) argv.push_back("--qos=" + s.qos);
+  }
+  return argv;
+}
+
+asio::awaitable<std::vector<Check>> submit_test(const Inputs& in, slurm::CommandRunner& commands,
+                                                const std::string& sbatch) {
+  auto argv = probe_job_argv(in, sbatch, {"--test-only"});
+  co_return submit_checks(in, co_await run_bounded(commands, std::move(argv), in.command_timeout));
+}
+
+asio::awaitable<Check> held_job_check(const Inputs& in, slurm::CommandRunner& commands, const std::string& sbatch,
+                                      const std::string& scancel) {
+  const std::string name = "slurm.cancel";
+  auto argv = probe_job_argv(in, sbatch, {"--parsable", "--hold"});
+  auto submitted = co_await run_bounded(commands, std::move(argv), in.command_timeout);
+  if (!submitted || submitted->exit_code != 0)
+    co_return make(name, Verdict::fail, "sbatch --hold failed: " + failure_text(submitted),
+                   "check the partition, account and qos ([runners.slurm]) with `sbatch --test-only --wrap=true`");
+  auto id = slurm::parse_sbatch_output(submitted->out);
+  if (!id)
+    co_return make(name, Verdict::fail, "cannot read the job id sbatch printed: " + id.error().message,
+                   "report this with the output of `sbatch --parsable --hold --wrap=true`");
+  std::vector<std::string> ids{*id};
+  auto cancelled = co_await run_bounded(commands, slurm::scancel_argv(scancel, ids), in.command_timeout);
+  if (!cancelled || cancelled->exit_code != 0)
+    co_return make(name, Verdict::fail, "held job " + *id + " was submitted but scancel failed: " + failure_text(cancelled),
+                   "cancel it yourself (`scancel " + *id + "`) and ask the admins why you may not cancel your own jobs");
+  co_return make(name, Verdict::ok, "held job " + *id + " submitted and cancelled");
+}
+
 std::vector<SlurmCommand> slurm_commands(const Inputs& in) {
   SlurmSection s = in.config ? in.config->slurm : SlurmSection{};
   std::vector<SlurmCommand> out{{"sbatch", s.sbatch, {}}, {"squeue", s.squeue, {}}, {"sacct", s.sacct, {}},
@@ -369,6 +463,10 @@ asio::awaitable<std::vector<Check>> slurm_checks(const Inputs& in, slurm::Comman
   if (cmds[1].path) out.push_back(co_await controller_check(in, commands, *cmds[1].path));
   if (cmds[2].path) out.push_back(co_await accounting_check(in, commands, *cmds[2].path));
   out.push_back(co_await account_check(in, commands));
+  if (cmds[0].path) {
+    for (auto& c : co_await submit_test(in, commands, *cmds[0].path)) out.push_back(std::move(c));
+    if (in.deep && cmds[3].path) out.push_back(co_await held_job_check(in, commands, *cmds[0].path, *cmds[3].path));
+  }
   co_return out;
 }
 

@@ -61,6 +61,7 @@ struct Inputs {
   std::filesystem::path systemd_runtime_dir = "/run/systemd/system";  // exists iff systemd is PID 1
   std::chrono::milliseconds command_timeout{10'000};  // each Slurm command
   std::chrono::milliseconds http_timeout{10'000};     // GET /healthz
+  bool deep = false;  // also submit a held job and cancel it (slurm.cancel)
 };
 
 // --- pure pieces -------------------------------------------------------------------------------------------
@@ -109,10 +110,20 @@ boost::json::value to_json(const Report& r);
 // Aligned text for a terminal, one line per check and an indented "fix:" line under each non-ok one.
 std::string to_text(const Report& r);
 
+// The partition sbatch --test-only names ("... on nodes n1 in partition debug"), or "" when it names none.
+std::string partition_in_test_only(std::string_view text);
+
+// "slurm.partition" and "slurm.submit" from the answer of `sbatch --test-only` for a one-minute job carrying
+// [runners.slurm] partition, account and qos: a default partition exists (or the configured one is accepted),
+// and this user may submit that job. A refusal that talks about the partition fails slurm.partition.
+std::vector<Check> submit_checks(const Inputs& in, const Result<slurm::CommandResult>& test_only);
+
 // --- checks with I/O ---------------------------------------------------------------------------------------
 
 // sbatch/squeue/sacct/scancel found and answering (`--version`), the controller answering (squeue for the
-// user), accounting (sacct), the Slurm user and the default account (sacctmgr). Every command is bounded by
+// user), accounting (sacct), the Slurm user and the default account (sacctmgr), a default partition and the right
+// to submit (`sbatch --test-only`, submit_checks), and with in.deep a held job submitted and cancelled
+// ("slurm.cancel": sbatch --parsable --hold, then scancel). Every command is bounded by
 // in.command_timeout. When [runners.slurm] enabled = false, one ok check says so.
 boost::asio::awaitable<std::vector<Check>> slurm_checks(const Inputs& in, slurm::CommandRunner& commands);
 

@@ -11,6 +11,7 @@
 
 #include "agent/doctor.hpp"
 #include "agent/manager_lease.hpp"
+#include "common/cli_json.hpp"
 #include "installer/plan.hpp"
 #include "platform/environment.hpp"
 #include "slurm/child_command_runner.hpp"
@@ -58,6 +59,7 @@ doctor::Inputs make_inputs(const DoctorArgs& args) {
   }
   in.command_timeout = args.timeout;
   in.http_timeout = args.timeout;
+  in.deep = args.deep;
   return in;
 }
 
@@ -96,8 +98,7 @@ int doctor_main(const DoctorArgs& args) {
     else std::cout << doctor::to_text(*report);
     return report->failed() ? 1 : 0;
   } catch (const std::exception& e) {
-    std::cerr << "nymph doctor: " << e.what() << "\n";
-    return 1;
+    return cli::report_failure("doctor", "internal", e.what(), args.json);
   }
 }
 

@@ -10,6 +10,7 @@ struct DoctorArgs {
   std::filesystem::path config_file;    // empty: $XDG_CONFIG_HOME/nymph/config.toml (~/.config/...) if present
   std::filesystem::path state_dir;      // empty: ~/.local/share/nymph (as `nymph install`)
   std::chrono::milliseconds timeout{10'000};  // each Slurm command and the control-plane request
+  bool deep = false;                    // also submit a held job and cancel it (doctor::Inputs::deep)
 };
 
 // Runs every check and prints the report (text or JSON) on stdout. Returns 1 when a check failed, else 0.

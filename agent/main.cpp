@@ -8,6 +8,7 @@
 #include "agent/probe.hpp"
 #include "agent/run_main.hpp"
 #include "agent/slurm_jobs_main.hpp"
+#include "common/cli_json.hpp"
 #include "installer/cli.hpp"
 #include "nymph/version.hpp"
 
@@ -64,17 +65,36 @@ int main(int argc, char** argv) {
   doctor->add_option("--timeout", doctor_timeout_s, "Seconds each Slurm command and the control-plane request may take")
       ->check(CLI::PositiveNumber);
 
-  CLI11_PARSE(app, argc, argv);
+  doctor->add_flag("--deep", doctor_args.deep,
+                   "Also submit a held job and cancel it (proves the right to submit and cancel; leaves no job)");
 
-  if (*doctor) {
-    doctor_args.timeout = std::chrono::milliseconds(static_cast<long long>(doctor_timeout_s * 1000));
-    return nymph::agent::doctor_main(doctor_args);
+  // Runs the verb the command line chose; returns its exit status (common/cli_json.hpp).
+  auto run_verb = [&]() -> int {
+    if (*doctor) {
+      doctor_args.timeout = std::chrono::milliseconds(static_cast<long long>(doctor_timeout_s * 1000));
+      return nymph::agent::doctor_main(doctor_args);
+    }
+    if (*probe) return run_probe(probe_json);
+    if (*run) return nymph::agent::run_main(run_args);
+    if (auto status = installer->run()) return *status;
+    if (*slurm_jobs)
+      return nymph::agent::slurm_jobs_main(slurm_json,
+                                           std::chrono::milliseconds(static_cast<long long>(slurm_timeout_s * 1000)));
+    return nymph::cli::kExitUsage;
+  };
+
+  const bool json_requested = nymph::cli::wants_json(argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version are "errors" with exit code 0; a refused command line with --json on it is still
+    // one JSON object on stdout (docs/lakeshore.md).
+    if (e.get_exit_code() == 0 || !json_requested) return app.exit(e);
+    return nymph::cli::report_failure("", "usage", e.what(), true, nymph::cli::kExitUsage);
   }
-
-  if (*probe) return run_probe(probe_json);
-  if (*run) return nymph::agent::run_main(run_args);
-  if (auto status = installer->run()) return *status;
-  if (*slurm_jobs)
-    return nymph::agent::slurm_jobs_main(slurm_json, std::chrono::milliseconds(static_cast<long long>(slurm_timeout_s * 1000)));
-  return 2;
+  try {
+    return run_verb();
+  } catch (const std::exception& e) {
+    return nymph::cli::report_failure("", "internal", e.what(), json_requested);
+  }
 }

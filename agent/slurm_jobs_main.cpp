@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "common/cli_json.hpp"
 #include "slurm/child_command_runner.hpp"
 #include "slurm/listing.hpp"
 
@@ -23,10 +24,8 @@ int slurm_jobs_main(bool json, std::chrono::milliseconds timeout) {
                         });
   ioc.run();
   if (error) std::rethrow_exception(error);
-  if (!*rows) {
-    std::cerr << "nymph slurm jobs: " << rows->error().message << "\n";
-    return 1;
-  }
+  // "No jobs" is {"jobs": []}; "could not ask" is this error object (exit 1).
+  if (!*rows) return cli::report_failure("slurm jobs", "slurmUnavailable", rows->error().message, json);
   if (json)
     std::cout << boost::json::serialize(slurm::listing_to_json(**rows)) << "\n";
   else

@@ -140,7 +140,9 @@ int main(int argc, char** argv) {
   SubmitOptions sub;
   auto* submit = app.add_subcommand("submit", "Submit a job (argv after --, or --command)");
   add_admin_options(submit, admin);
-  submit->add_option("--runner", sub.runner, "Runner: process or slurm")->default_val("process");
+  submit->add_option("--runner", sub.runner,
+                     "Runner: process or slurm (default: by kind - a training job goes to slurm where a worker with "
+                     "Slurm can take it, a command job to process)");
   submit->add_option("--kind", sub.kind, "command or training")->default_val("command")->check(CLI::IsMember({"command", "training"}));
   submit->add_option("--command", sub.command, "Shell command (instead of argv)");
   // CLI11 reads a `--` right after a repeatable option as the end of that option's values, not of all options:

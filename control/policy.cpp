@@ -15,6 +15,12 @@ bool contains(const std::vector<std::string>& xs, const std::string& x) {
 }  // namespace
 
 bool can_take(const WorkerCaps& caps, const JobNeeds& needs) {
+  if (needs.runner == kAutoRunner) {
+    JobNeeds on = needs;
+    for (const char* r : {"slurm", "process"})
+      if (on.runner = r; can_take(caps, on)) return true;
+    return false;
+  }
   if (!contains(caps.runners, needs.runner)) return false;
   for (const auto& [k, v] : needs.required_tags) {
     auto it = caps.tags.find(k);
@@ -24,8 +30,24 @@ bool can_take(const WorkerCaps& caps, const JobNeeds& needs) {
 }
 
 bool can_take_now(const WorkerCaps& caps, const std::map<std::string, int>& free, const JobNeeds& needs) {
+  if (needs.runner == kAutoRunner) {
+    JobNeeds on = needs;
+    for (const char* r : {"slurm", "process"})
+      if (on.runner = r; can_take_now(caps, free, on)) return true;
+    return false;
+  }
   auto it = free.find(needs.runner);
   return it != free.end() && it->second > 0 && can_take(caps, needs);
+}
+
+std::optional<std::string> choose_runner(const WorkerCaps& caps, const std::map<std::string, int>& free,
+                                         const JobNeeds& needs, bool slurm_elsewhere) {
+  JobNeeds on = needs;
+  on.runner = "slurm";
+  if (can_take(caps, on)) return can_take_now(caps, free, on) ? std::optional<std::string>("slurm") : std::nullopt;
+  if (slurm_elsewhere) return std::nullopt;
+  on.runner = "process";
+  return can_take_now(caps, free, on) ? std::optional<std::string>("process") : std::nullopt;
 }
 
 JobState after_lost_attempt(int attempts_made, int max_attempts, bool cancel_requested) {

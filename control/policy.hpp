@@ -28,12 +28,23 @@ struct JobNeeds {
   std::optional<std::string> profile;  // kind=training only
 };
 
+// The runner of a queued training job submitted without one (docs/protocol.md, "Runner choice").
+inline constexpr const char* kAutoRunner = "auto";
+
 // True when a worker with `caps` may run a job with `needs`: its runners include the runner, its tags include
-// every required pair, and (training) its profiles include the profile. Free slots are not considered.
+// every required pair, and (training) its profiles include the profile. Free slots are not considered. For an
+// "auto" job: when it may run it on slurm or on process.
 bool can_take(const WorkerCaps& caps, const JobNeeds& needs);
 
-// can_take and free[needs.runner] > 0.
+// can_take and free[needs.runner] > 0 (an "auto" job: on slurm or on process with a free slot).
 bool can_take_now(const WorkerCaps& caps, const std::map<std::string, int>& free, const JobNeeds& needs);
+
+// The runner an "auto" job gets at a worker with `caps` and `free` slots: slurm when the worker has the slurm
+// runner and can take the job there (nullopt while its slurm slots are full: it waits for one, never falls back
+// to process); else process when the worker can take it there and `slurm_elsewhere` is false (no other active
+// worker with the slurm runner could take the job); else nullopt.
+std::optional<std::string> choose_runner(const WorkerCaps& caps, const std::map<std::string, int>& free,
+                                         const JobNeeds& needs, bool slurm_elsewhere);
 
 // The job's state after its current attempt was lost (lease expired or a `lost` event): cancelled when a
 // cancel was pending, queued again while attempts_made < max_attempts, else lost.

@@ -36,6 +36,12 @@ bool PollHub::slot_freed(const std::string& worker_id, const std::string& runner
 }
 
 bool PollHub::wake_one_for(const JobNeeds& needs) {
+  if (needs.runner == kAutoRunner) {
+    // An unpinned training job goes to a Slurm worker when one can take it: wake such a worker first.
+    JobNeeds on_slurm = needs;
+    on_slurm.runner = "slurm";
+    if (wake_one_for(on_slurm)) return true;
+  }
   for (auto& [_, w] : parked_) {
     if (w->accepts_jobs && can_take_now(w->caps, w->free, needs)) {
       wake(*w, Why::woken);

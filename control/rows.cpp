@@ -141,6 +141,7 @@ AttemptRow attempt_row_from(const sql::Statement& q) {
   a.profile = q.opt_text(12);
   a.required_tags = q.text(13);
   a.uncounted_attempts = q.i32(14);
+  a.runner_auto = q.i32(15) != 0;
   return a;
 }
 

@@ -56,6 +56,7 @@ struct AttemptRow {
   int uncounted_attempts = 0; // attempts refused overCapacity that did not count
   int max_attempts = 0;
   std::string runner;
+  bool runner_auto = false;   // submitted without a runner: requeued as 'auto', chosen again at dispatch
   std::optional<std::string> profile;
   std::string required_tags;  // JSON text
 
@@ -73,7 +74,7 @@ struct AttemptRow {
 inline constexpr const char* kAttemptRowColumns =
     "a.lease_id, a.job_id, a.attempt, a.worker_id, a.state, a.last_seq, j.state, j.current_lease, "
     "j.cancel_requested, j.attempts - j.uncounted_attempts, j.max_attempts, j.runner, j.profile, j.required_tags, "
-    "j.uncounted_attempts";
+    "j.uncounted_attempts, j.runner_auto";
 AttemptRow attempt_row_from(const sql::Statement& q);
 
 // One page of a list. `candidates` are (cursor, id) pairs in list order, up to one more than `limit`. Loads

@@ -65,6 +65,11 @@ CREATE INDEX workers_by_identity ON workers(token_hash, identity);
 ALTER TABLE events ADD COLUMN reason TEXT;
 ALTER TABLE jobs ADD COLUMN uncounted_attempts INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 5: a training job submitted without a runner: its runner reads 'auto' while it is queued and is chosen
+    // per worker at dispatch (docs/protocol.md, "Runner choice").
+    R"sql(
+ALTER TABLE jobs ADD COLUMN runner_auto INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 static_assert(std::size(kMigrations) == kSchemaVersion);

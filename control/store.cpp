@@ -218,17 +218,33 @@ std::vector<protocol::JobAssignment> Store::dispatch(const std::string& worker_i
     int attempts;
   };
   std::vector<Candidate> picked;
+  std::optional<std::vector<WorkerCaps>> slurm_workers;  // the other active workers with slurm, read once if needed
+  auto slurm_elsewhere = [&](const JobNeeds& needs) {
+    if (!slurm_workers) slurm_workers = other_slurm_workers(worker_id);
+    JobNeeds on = needs;
+    on.runner = "slurm";
+    return std::any_of(slurm_workers->begin(), slurm_workers->end(),
+                       [&](const WorkerCaps& w) { return can_take(w, on); });
+  };
   {
     auto q = db_.query(
         "SELECT id, runner, kind, profile, required_tags, spec, attempts FROM jobs "
-        "WHERE state='queued' AND runner IN (SELECT value FROM json_each(?)) ORDER BY seq");
-    q.bind(json::serialize(runners));
+        "WHERE state='queued' AND (runner IN (SELECT value FROM json_each(?)) OR runner=?) ORDER BY seq");
+    q.bind(json::serialize(runners), std::string(kAutoRunner));
     while (q.step()) {
       auto tags = string_map_from(q.text(4));
       JobNeeds needs{q.text(1), std::move(tags), q.opt_text(3)};
-      if (!can_take_now(caps, budget, needs)) continue;
+      if (needs.runner == kAutoRunner) {
+        // Unpinned training job: slurm here if this worker has it, process only where no Slurm worker could.
+        if (!can_take_now(caps, budget, needs)) continue;
+        auto chosen = choose_runner(caps, budget, needs, slurm_elsewhere(needs));
+        if (!chosen) continue;
+        needs.runner = *chosen;
+      } else if (!can_take_now(caps, budget, needs)) {
+        continue;
+      }
       --budget[needs.runner];
-      picked.push_back({q.text(0), q.text(1), q.text(2), q.text(5), q.i32(6)});
+      picked.push_back({q.text(0), needs.runner, q.text(2), q.text(5), q.i32(6)});
       bool exhausted = std::all_of(budget.begin(), budget.end(), [](const auto& kv) { return kv.second <= 0; });
       if (exhausted) break;
     }
@@ -245,12 +261,22 @@ std::vector<protocol::JobAssignment> Store::dispatch(const std::string& worker_i
     db_.query("INSERT INTO attempts(lease_id, job_id, attempt, worker_id, state, assigned_at) VALUES(?,?,?,?,'assigned',?)")
         .bind(a.lease_id, a.job_id, a.attempt, worker_id, when)
         .run();
-    db_.query("UPDATE jobs SET state='running', attempts=?, current_lease=?, worker_id=?, updated_at=? WHERE id=?")
-        .bind(a.attempt, a.lease_id, worker_id, when, a.job_id)
+    db_.query("UPDATE jobs SET state='running', runner=?, attempts=?, current_lease=?, worker_id=?, updated_at=? WHERE id=?")
+        .bind(a.runner, a.attempt, a.lease_id, worker_id, when, a.job_id)
         .run();
     job_moved(protocol::JobState::queued, protocol::JobState::running);
     out.push_back(std::move(a));
   }
+  return out;
+}
+
+std::vector<WorkerCaps> Store::other_slurm_workers(const std::string& worker_id) {
+  std::vector<WorkerCaps> out;
+  auto q = db_.query(
+      "SELECT runners, tags, profiles FROM workers WHERE status='active' AND directive IS NULL AND id<>? "
+      "AND EXISTS (SELECT 1 FROM json_each(runners) WHERE value='slurm')");
+  q.bind(worker_id);
+  while (q.step()) out.push_back(WorkerCaps{strings_from(q.text(0)), string_map_from(q.text(1)), strings_from(q.text(2))});
   return out;
 }
 

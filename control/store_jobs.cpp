@@ -41,14 +41,17 @@ SubmitOutcome Store::submit(const protocol::JobSubmission& sub, WallTime now) {
   std::string when = protocol::format_time(now);
   std::optional<std::string> profile;
   if (sub.kind == "training" && sub.spec.payload) profile = sub.spec.payload->profile;
+  const bool unpinned = sub.runner.empty() || sub.runner == kAutoRunner;
+  const bool runner_auto = unpinned && sub.kind == "training";
+  std::string runner = !unpinned ? sub.runner : runner_auto ? std::string(kAutoRunner) : std::string("process");
   db_.query(
-      "INSERT INTO jobs(id, state, runner, kind, profile, spec, required_tags, max_attempts, created_at, updated_at) "
-      "VALUES(?,'queued',?,?,?,?,?,?,?,?)")
-      .bind(id, sub.runner, sub.kind, profile, to_text(sub.spec), to_text(sub.required_tags), sub.max_attempts,
-            when, when)
+      "INSERT INTO jobs(id, state, runner, kind, profile, spec, required_tags, max_attempts, created_at, updated_at, "
+      "runner_auto) VALUES(?,'queued',?,?,?,?,?,?,?,?,?)")
+      .bind(id, runner, sub.kind, profile, to_text(sub.spec), to_text(sub.required_tags), sub.max_attempts,
+            when, when, runner_auto ? 1 : 0)
       .run();
   job_moved(std::nullopt, JobState::queued);
-  return SubmitOutcome{*job(id), JobNeeds{sub.runner, sub.required_tags, profile}};
+  return SubmitOutcome{*job(id), JobNeeds{runner, sub.required_tags, profile}};
 }
 
 protocol::JobList Store::list_jobs(std::optional<protocol::JobState> state, std::optional<std::int64_t> before,
@@ -123,10 +126,12 @@ std::optional<JobNeeds> Store::lose_attempt(const AttemptRow& a, const std::stri
   JobState next = after_lost_attempt(a.attempts_made, a.max_attempts, a.cancel_requested);
   job_moved(a.job_state, next);
   if (next == JobState::queued) {
-    db_.query("UPDATE jobs SET state='queued', current_lease=NULL, worker_id=NULL, updated_at=? WHERE id=?")
-        .bind(when, a.job_id)
+    // An unpinned job is chosen a runner again at its next dispatch.
+    std::string runner = a.runner_auto ? std::string(kAutoRunner) : a.runner;
+    db_.query("UPDATE jobs SET state='queued', runner=?, current_lease=NULL, worker_id=NULL, updated_at=? WHERE id=?")
+        .bind(runner, when, a.job_id)
         .run();
-    return JobNeeds{a.runner, rows::string_map_from(a.required_tags), a.profile};
+    return JobNeeds{runner, rows::string_map_from(a.required_tags), a.profile};
   }
   std::string why = next == JobState::cancelled ? "cancelled; its attempt was lost: " + message
                                                 : "attempt " + std::to_string(a.attempt) + " lost (" + message +

@@ -106,7 +106,7 @@ Result<void> validate(const protocol::EventRequest& r, const protocol::Limits&) 
 }
 
 Result<void> validate(const protocol::JobSubmission& s, const protocol::Limits& l) {
-  if (auto x = name("runner", s.runner, l); !x) return x;
+  if (auto x = name("runner", s.runner, l, true); !x) return x;  // empty: chosen by kind
   if (s.max_attempts < 1 || s.max_attempts > 10) return fail("field 'maxAttempts': must be between 1 and 10");
   if (auto x = tag_map("requiredTags", s.required_tags, l); !x) return x;
   for (const auto& [k, v] : s.spec.env)

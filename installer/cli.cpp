@@ -12,6 +12,7 @@
 #include <boost/json.hpp>
 
 #include "agent/manager_lease.hpp"
+#include "common/cli_json.hpp"
 #include "installer/install.hpp"
 #include "installer/process.hpp"
 #include "slurm/commands.hpp"
@@ -62,11 +63,6 @@ fs::path state_dir_or_default(const std::string& given) {
   return fs::absolute(given).lexically_normal();
 }
 
-int report_error(const char* command, const std::string& message, bool json_output) {
-  std::cerr << "nymph " << command << ": " << message << (message.ends_with("\n") ? "" : "\n");
-  if (json_output) std::cout << json::serialize(json::object{{"error", message}}) << "\n";
-  return 1;
-}
 
 std::string string_list(const std::vector<std::string>& items) {
   std::string s;
@@ -153,8 +149,8 @@ class CommandsImpl final : public Commands {
   }
 
   void add_kill(CLI::App& app) {
-    kill_ = app.add_subcommand("kill", "Stop a launch by launch ID or worker label");
-    kill_->add_option("target", kill_target_, "Launch ID or worker label")->required();
+    kill_ = app.add_subcommand("kill", "Stop a launch by launch ID, worker label or worker ID (wrk_...)");
+    kill_->add_option("target", kill_target_, "Launch ID, worker label or worker ID")->required();
     kill_->add_option("--timeout", kill_timeout_s_, "Seconds to wait for the launch to stop")
         ->capture_default_str()
         ->check(CLI::Range(1, 86400));
@@ -164,13 +160,13 @@ class CommandsImpl final : public Commands {
 
   int run_install_command() {
     auto host = this_host(!opts_.slurm && opts_.cluster.empty());
-    if (!host) return report_error("install", host.error().message, opts_.json);
+    if (!host) return cli::report_failure("install", "hostUnknown", host.error().message, opts_.json);
     InstallOptions o = opts_;
     if (!o.state_dir.empty()) o.state_dir = fs::absolute(o.state_dir).lexically_normal().native();
     InstallContext ctx{.host = *host, .token_input = &std::cin};
     UlidGenerator ids;
     auto outcome = run_install(o, ctx, ids);
-    if (!outcome) return report_error("install", outcome.error().message, o.json);
+    if (!outcome) return cli::report_failure("install", "installFailed", outcome.error().message, o.json);
     if (o.json) std::cout << json::serialize(outcome_json(*outcome)) << "\n";
     else std::cout << outcome_text(*outcome);
     return 0;
@@ -189,42 +185,60 @@ class CommandsImpl final : public Commands {
 
   int run_prune() {
     auto out = prune_launches(manage(launches_state_dir_));
+    auto arr = [](const std::vector<std::string>& v) { return json::value_from(v); };
+    json::object result{{"removed", arr(out.removed)}, {"kept", arr(out.kept)}, {"errors", arr(out.errors)}};
+    if (!out.errors.empty()) {
+      if (!launches_json_) {
+        std::cout << "removed " << out.removed.size() << " stopped launch(es)\n" << string_list(out.removed);
+        if (!out.kept.empty()) std::cout << "kept (not stopped):\n" << string_list(out.kept);
+      }
+      std::cerr << "could not remove:\n" << string_list(out.errors);
+      // With --json still one object: the error, with what was removed and kept beside it.
+      return cli::report_failure("launches prune", "pruneIncomplete",
+                                 "could not remove " + std::to_string(out.errors.size()) + " item(s): " + out.errors.front(),
+                                 launches_json_, cli::kExitFailed, std::move(result));
+    }
     if (launches_json_) {
-      auto arr = [](const std::vector<std::string>& v) { return json::value_from(v); };
-      std::cout << json::serialize(json::object{
-                       {"removed", arr(out.removed)}, {"kept", arr(out.kept)}, {"errors", arr(out.errors)}})
-                << "\n";
+      std::cout << json::serialize(result) << "\n";
     } else {
       std::cout << "removed " << out.removed.size() << " stopped launch(es)\n" << string_list(out.removed);
       if (!out.kept.empty()) std::cout << "kept (not stopped):\n" << string_list(out.kept);
-      if (!out.errors.empty()) std::cerr << "could not remove:\n" << string_list(out.errors);
     }
-    return out.errors.empty() ? 0 : 1;
+    return 0;
   }
 
   int run_kill() {
+    if (!launch_exists(manage(kill_state_dir_), kill_target_))
+      return cli::report_failure("kill", "notFound",
+                                 "no launch with ID, worker label or worker ID '" + kill_target_ + "' in " +
+                                     (state_dir_or_default(kill_state_dir_) / "launches").string() +
+                                     " (see `nymph launches`)",
+                                 kill_json_, cli::kExitNotFound);
     auto out = kill_launch(manage(kill_state_dir_), kill_target_, std::chrono::seconds(kill_timeout_s_));
-    if (!out) return report_error("kill", out.error().message, kill_json_);
+    if (!out) return cli::report_failure("kill", "killFailed", out.error().message, kill_json_);
     const auto& id = out->launch.launch_id;
     std::string reason = out->exit_reason.value_or("(not recorded)");
+    json::object result{
+        {"launchId", id},
+        {"workerLabel", out->launch.record->worker_label},
+        {"workerId", out->launch.status && !out->launch.status->worker_id.empty()
+                         ? json::value(out->launch.status->worker_id)
+                         : json::value(nullptr)},
+        {"wasRunning", out->was_running},
+        {"stopped", out->stopped},
+        {"exitReason", out->exit_reason ? json::value(*out->exit_reason) : json::value(nullptr)}};
+    if (!out->stopped)
+      return cli::report_failure("kill", "stillRunning",
+                                 "launch " + id + " is still running after " + std::to_string(kill_timeout_s_) +
+                                     " s (it may still be draining its jobs); see `nymph launches`",
+                                 kill_json_, cli::kExitTimedOut, std::move(result));
     if (kill_json_) {
-      std::cout << json::serialize(json::object{
-                       {"launchId", id},
-                       {"workerLabel", out->launch.record->worker_label},
-                       {"wasRunning", out->was_running},
-                       {"stopped", out->stopped},
-                       {"exitReason", out->exit_reason ? json::value(*out->exit_reason) : json::value(nullptr)}})
-                << "\n";
+      std::cout << json::serialize(result) << "\n";
     } else if (!out->was_running) {
       std::cout << "launch " << id << " had already stopped; exitReason: " << reason << "\n";
     } else if (out->stopped) {
       std::cout << "stopped launch " << id << " (" << out->launch.record->worker_label << "); exitReason: " << reason
                 << "\n";
-    }
-    if (!out->stopped) {
-      std::cerr << "nymph kill: launch " << id << " is still running after " << kill_timeout_s_
-                << " s (it may still be draining its jobs); see `nymph launches`\n";
-      return 1;
     }
     return 0;
   }

@@ -240,20 +240,38 @@ std::string launches_text(const std::vector<LaunchInfo>& launches) {
   return s.str();
 }
 
-Result<LaunchInfo> find_launch(const ManageContext& ctx, const std::string& target) {
+namespace {
+
+// The launch directory `target` names: a launch ID (any case), a worker label (launch.json), or the worker ID
+// the control plane gave the daemon (status.json). nullopt when none does. Reads files only.
+std::optional<fs::path> launch_dir_of(const ManageContext& ctx, const std::string& target) {
   std::string id = target;
   if (auto u = parse_ulid(target)) id = u->str();
   auto dirs = launch_dirs(ctx);
-  for (const auto& d : dirs) {
-    bool match = d.filename() == id;
-    if (!match)
-      if (auto r = read_launch_record(d)) match = r->worker_label == target;
-    if (!match) continue;
+  for (const auto& d : dirs)
+    if (d.filename() == id) return d;
+  for (const auto& d : dirs)
+    if (auto r = read_launch_record(d); r && r->worker_label == target) return d;
+  if (target.starts_with("wrk_"))
+    for (const auto& d : dirs)
+      if (auto s = read_status(d); s && s->worker_id == target) return d;
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool launch_exists(const ManageContext& ctx, const std::string& target) {
+  return launch_dir_of(ctx, target).has_value();
+}
+
+Result<LaunchInfo> find_launch(const ManageContext& ctx, const std::string& target) {
+  if (auto found = launch_dir_of(ctx, target)) {
+    const fs::path& d = *found;
     std::optional<std::map<std::string, std::string>> slurm;
     if (needs_slurm({d})) slurm = slurm_states(ctx);
     return inspect(d, ctx, slurm);
   }
-  return fail("no launch with ID or worker label '" + target + "' in " + (ctx.state_dir / "launches").string() +
+  return fail("no launch with ID, worker label or worker ID '" + target + "' in " + (ctx.state_dir / "launches").string() +
               " (see `nymph launches`)");
 }
 

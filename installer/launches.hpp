@@ -1,5 +1,5 @@
 #pragma once
-// `nymph launches [--json]`, `nymph launches prune`, `nymph kill <launch-id | worker label>`.
+// `nymph launches [--json]`, `nymph launches prune`, `nymph kill <launch-id | worker label | worker id>`.
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -43,8 +43,13 @@ boost::json::object launches_json(const std::vector<LaunchInfo>& launches);
 // A table a person can read, one launch per line.
 std::string launches_text(const std::vector<LaunchInfo>& launches);
 
-// Finds the launch whose ID (any case) or worker label is `target`. Never throws.
+// Finds the launch whose ID (any case) or worker label is `target`, or, for a `wrk_...` target, whose daemon
+// registered as that worker (the workerId in its status.json). An exact launch ID wins over a label, a label
+// over a worker ID. Never throws.
 Result<LaunchInfo> find_launch(const ManageContext& context, const std::string& target);
+
+// True when find_launch would find `target` (reads launch.json and status.json only: no squeue). Never throws.
+bool launch_exists(const ManageContext& context, const std::string& target);
 
 struct KillOutcome {
   LaunchInfo launch;                      // as found before the kill

@@ -199,7 +199,7 @@ template <>
 struct Wire<JobSubmission> {
   using S = JobSubmission;
   static constexpr auto fields = std::tuple{
-      opt("runner", &S::runner),
+      opt("runner", &S::runner, Emit::unless_empty),
       opt("kind", &S::kind),
       flat(&S::spec),
       opt("requiredTags", &S::required_tags),

@@ -247,7 +247,9 @@ struct ExitRequest {
 
 // POST /v1/jobs. On the wire the JobSpec members are flattened into the submission object.
 struct JobSubmission {
-  std::string runner = "process";
+  // "" (absent) or "auto": chosen by kind — a training job runs on slurm where a worker with Slurm can take it,
+  // a command job on process (docs/protocol.md, "Runner choice"). Otherwise the runner the job is pinned to.
+  std::string runner;
   std::string kind = "command";
   JobSpec spec;
   std::map<std::string, std::string> required_tags;

@@ -14,7 +14,7 @@ namespace nymph::control::admin {
 
 // What `submit` sends and how it waits.
 struct SubmitOptions {
-  std::string runner = "process";
+  std::string runner;  // empty: chosen by the server from the kind (training: slurm where possible)
   std::string kind = "command";
   std::vector<std::string> argv;
   std::optional<std::string> command;

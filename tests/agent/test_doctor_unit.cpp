@@ -2,6 +2,9 @@
 // rendering, the control-plane URL rule. No child processes, no sockets.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
 
 #include "agent/doctor.hpp"
@@ -161,4 +164,163 @@ TEST(DoctorReport, JsonAndTextRendering) {
   EXPECT_NE(text.find("1 ok, 0 warning(s), 1 failure(s)"), std::string::npos) << text;
   r.checks.pop_back();
   EXPECT_FALSE(r.failed());
+}
+
+// --- Slurm submission checks, with fake command output --------------------------------------------------
+
+namespace {
+
+using nymph::Result;
+using nymph::slurm::CommandResult;
+
+// sbatch, squeue, sacct, scancel on a PATH of their own (found by name; the fake runner answers for them).
+struct FakeSlurmBin {
+  TempDir dir;
+  FakeSlurmBin() {
+    for (const char* tool : {"sbatch", "squeue", "sacct", "scancel"})
+      write_file(dir / tool, "#!/bin/sh\nexit 0\n", fs::perms::owner_all);
+  }
+};
+
+CommandResult answer(int code, std::string out, std::string err = {}) {
+  CommandResult r;
+  r.exit_code = code;
+  r.out = std::move(out);
+  r.err = std::move(err);
+  return r;
+}
+
+// Answers by command and flags; records every command line.
+struct ScriptedSlurm : nymph::slurm::CommandRunner {
+  CommandResult test_only = answer(0, "", "sbatch: Job 77 to start at 2026-12-01T07:00:00 using 1 processors on nodes c1 in partition debug\n");
+  CommandResult held = answer(0, "4242\n");
+  CommandResult scancel = answer(0, "");
+  std::vector<std::vector<std::string>> calls;
+
+  boost::asio::awaitable<Result<CommandResult>> run(std::vector<std::string> argv, std::optional<nymph::slurm::Environment>,
+                                                   std::chrono::milliseconds) override {
+    calls.push_back(argv);
+    auto has = [&](std::string_view flag) { return std::find(argv.begin(), argv.end(), flag) != argv.end(); };
+    std::string tool = fs::path(argv[0]).filename();
+    if (has("--version")) co_return answer(0, "slurm 23.02.1\n");
+    if (tool == "sbatch" && has("--test-only")) co_return test_only;
+    if (tool == "sbatch" && has("--hold")) co_return held;
+    if (tool == "scancel") co_return scancel;
+    if (tool == "squeue") co_return answer(0, "");
+    co_return answer(0, "");
+  }
+
+  const std::vector<std::string>* call_with(std::string_view flag) const {
+    for (const auto& c : calls)
+      if (std::find(c.begin(), c.end(), flag) != c.end()) return &c;
+    return nullptr;
+  }
+};
+
+doctor::Inputs slurm_inputs(const FakeSlurmBin& bin, std::string site_toml = {}) {
+  doctor::Inputs in;
+  in.path_env = bin.dir.path().string();
+  in.user = "alice";
+  if (!site_toml.empty()) {
+    write_file(bin.dir / "config.toml",
+               "[server]\nurl = \"http://127.0.0.1:1\"\ntoken_file = \"/nonexistent\"\n[runners.slurm]\n" + site_toml);
+    auto c = nymph::agent::load_config(bin.dir / "config.toml");
+    EXPECT_TRUE(c) << (c ? "" : c.error().message);
+    if (c) in.config = *c;
+  }
+  return in;
+}
+
+doctor::Report slurm_report(doctor::Inputs in, ScriptedSlurm& slurm) {
+  boost::asio::io_context ioc;
+  doctor::Report r;
+  r.checks = nymph::test::run_coro(ioc, doctor::slurm_checks(in, slurm), 10s);
+  return r;
+}
+
+}  // namespace
+
+TEST(DoctorSlurmSubmit, ADefaultPartitionAndATestOnlySubmitPass) {
+  FakeSlurmBin bin;
+  ScriptedSlurm slurm;
+  auto r = slurm_report(slurm_inputs(bin), slurm);
+  ASSERT_TRUE(r.find("slurm.partition")) << doctor::to_text(r);
+  EXPECT_EQ(r.find("slurm.partition")->verdict, Verdict::ok);
+  EXPECT_NE(r.find("slurm.partition")->detail.find("default partition: debug"), std::string::npos);
+  EXPECT_EQ(r.find("slurm.submit")->verdict, Verdict::ok);
+  EXPECT_EQ(r.find("slurm.cancel"), nullptr) << "only with --deep";
+  const auto* argv = slurm.call_with("--test-only");
+  ASSERT_TRUE(argv);
+  EXPECT_NE(std::find(argv->begin(), argv->end(), "--wrap=true"), argv->end());
+  EXPECT_EQ(slurm.call_with("--hold"), nullptr) << "nothing is queued without --deep";
+}
+
+TEST(DoctorSlurmSubmit, NoDefaultPartitionFailsWithTheFix) {
+  FakeSlurmBin bin;
+  ScriptedSlurm slurm;
+  slurm.test_only = answer(1, "", "sbatch: error: Batch job submission failed: No partition specified or system default partition\n");
+  auto r = slurm_report(slurm_inputs(bin), slurm);
+  EXPECT_EQ(r.find("slurm.partition")->verdict, Verdict::fail) << doctor::to_text(r);
+  EXPECT_NE(r.find("slurm.partition")->fix.find("--partition"), std::string::npos);
+  EXPECT_EQ(r.find("slurm.submit")->verdict, Verdict::fail);
+  EXPECT_TRUE(r.failed());
+}
+
+TEST(DoctorSlurmSubmit, TheSiteConfigurationIsWhatTheTestSubmitCarries) {
+  FakeSlurmBin bin;
+  ScriptedSlurm slurm;
+  auto r = slurm_report(slurm_inputs(bin, "partition = \"gpu\"\naccount = \"a2\"\nqos = \"q2\"\n"), slurm);
+  EXPECT_EQ(r.find("slurm.partition")->verdict, Verdict::ok) << doctor::to_text(r);
+  EXPECT_NE(r.find("slurm.partition")->detail.find("partition gpu ([runners.slurm] partition)"), std::string::npos);
+  EXPECT_NE(r.find("slurm.submit")->detail.find("with partition gpu, account a2, qos q2"), std::string::npos)
+      << r.find("slurm.submit")->detail;
+  const auto* argv = slurm.call_with("--test-only");
+  ASSERT_TRUE(argv);
+  for (auto want : {"--partition=gpu", "--account=a2", "--qos=q2"})
+    EXPECT_NE(std::find(argv->begin(), argv->end(), want), argv->end()) << want;
+}
+
+TEST(DoctorSlurmSubmit, ARefusedAccountFailsSubmitButNotPartition) {
+  FakeSlurmBin bin;
+  ScriptedSlurm slurm;
+  slurm.test_only = answer(1, "", "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n");
+  auto r = slurm_report(slurm_inputs(bin, "account = \"nope\"\n"), slurm);
+  EXPECT_EQ(r.find("slurm.submit")->verdict, Verdict::fail) << doctor::to_text(r);
+  EXPECT_NE(r.find("slurm.submit")->detail.find("Invalid account"), std::string::npos);
+}
+
+TEST(DoctorSlurmSubmit, DeepSubmitsAHeldJobAndCancelsIt) {
+  FakeSlurmBin bin;
+  ScriptedSlurm slurm;
+  auto in = slurm_inputs(bin);
+  in.deep = true;
+  auto r = slurm_report(in, slurm);
+  ASSERT_TRUE(r.find("slurm.cancel")) << doctor::to_text(r);
+  EXPECT_EQ(r.find("slurm.cancel")->verdict, Verdict::ok);
+  EXPECT_NE(r.find("slurm.cancel")->detail.find("4242"), std::string::npos);
+  const auto* held = slurm.call_with("--hold");
+  ASSERT_TRUE(held);
+  EXPECT_NE(std::find(held->begin(), held->end(), "--parsable"), held->end());
+  bool cancelled = false;
+  for (const auto& c : slurm.calls)
+    cancelled |= fs::path(c[0]).filename() == "scancel" && c.size() == 2 && c[1] == "4242";
+  EXPECT_TRUE(cancelled);
+}
+
+TEST(DoctorSlurmSubmit, DeepReportsACancelThatFailsWithTheJobToCancel) {
+  FakeSlurmBin bin;
+  ScriptedSlurm slurm;
+  slurm.scancel = answer(1, "", "scancel: error: Kill job error on job id 4242: Access/permission denied\n");
+  auto in = slurm_inputs(bin);
+  in.deep = true;
+  auto r = slurm_report(in, slurm);
+  ASSERT_TRUE(r.find("slurm.cancel"));
+  EXPECT_EQ(r.find("slurm.cancel")->verdict, Verdict::fail);
+  EXPECT_NE(r.find("slurm.cancel")->fix.find("scancel 4242"), std::string::npos);
+  EXPECT_NE(r.find("slurm.cancel")->detail.find("permission denied"), std::string::npos);
+}
+
+TEST(DoctorSlurmSubmit, PartitionNamedByTestOnly) {
+  EXPECT_EQ(doctor::partition_in_test_only("sbatch: Job 1 to start at X using 1 processors on nodes c1 in partition gpu\n"), "gpu");
+  EXPECT_EQ(doctor::partition_in_test_only("Submitted batch job 1"), "");
 }

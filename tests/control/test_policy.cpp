@@ -241,3 +241,20 @@ TEST(Liveness, EachLeaseRunsOnItsRunnersTtl) {
   l.lease_release("S2", t0 + 200s);
   EXPECT_EQ(l.next_deadline(), t0 + 300s);
 }
+
+TEST(RunnerChoicePolicy, SlurmWhereTheWorkerHasItProcessOnlyWhereNoSlurmWorkerCould) {
+  using nymph::control::choose_runner;
+  WorkerCaps slurm_worker{{"process", "slurm"}, {}, {"smoke"}};
+  WorkerCaps process_worker{{"process"}, {}, {"smoke"}};
+  JobNeeds job{nymph::control::kAutoRunner, {}, std::string("smoke")};
+  EXPECT_EQ(choose_runner(slurm_worker, {{"process", 1}, {"slurm", 1}}, job, false), "slurm");
+  EXPECT_EQ(choose_runner(slurm_worker, {{"process", 1}}, job, false), std::nullopt) << "waits for a slurm slot";
+  EXPECT_EQ(choose_runner(process_worker, {{"process", 1}}, job, false), "process");
+  EXPECT_EQ(choose_runner(process_worker, {{"process", 1}}, job, true), std::nullopt);
+  EXPECT_EQ(choose_runner(process_worker, {{"process", 0}}, job, false), std::nullopt);
+  WorkerCaps other_profile{{"process", "slurm"}, {}, {"other"}};
+  EXPECT_EQ(choose_runner(other_profile, {{"process", 1}, {"slurm", 1}}, job, false), std::nullopt);
+  EXPECT_TRUE(nymph::control::can_take(process_worker, job));
+  EXPECT_TRUE(nymph::control::can_take_now(slurm_worker, {{"slurm", 1}}, job));
+  EXPECT_FALSE(nymph::control::can_take_now(slurm_worker, {{"slurm", 0}, {"process", 0}}, job));
+}

@@ -240,7 +240,9 @@ TEST_F(InstallCli, JsonErrorIsOneObject) {
   auto r = run(args);
   EXPECT_EQ(r.exit_code, 1);
   auto o = one_object(r);
-  EXPECT_NE(std::string(o["error"].as_string()).find("--slurm-qos"), std::string::npos);
+  ASSERT_TRUE(o.contains("error") && o["error"].is_object()) << r.out;
+  EXPECT_EQ(o["error"].at("code"), "installFailed") << r.out;
+  EXPECT_NE(std::string(o["error"].at("message").as_string()).find("--slurm-qos"), std::string::npos);
 }
 
 TEST_F(InstallCli, InstallStartsAPrivateDaemonThatKillStops) {
@@ -323,8 +325,12 @@ TEST_F(InstallCli, KillAndLaunchesOnNothing) {
   EXPECT_EQ(list.exit_code, 0);
   EXPECT_EQ(list.out, "no launches\n");
   auto k = run({"kill", "01ARZ3NDEKTSV4RRFFQ69G5FAV"});
-  EXPECT_EQ(k.exit_code, 1);
-  EXPECT_NE(k.err.find("no launch with ID or worker label"), std::string::npos) << k.err;
+  EXPECT_EQ(k.exit_code, 3) << "notFound (docs/lakeshore.md)";
+  EXPECT_NE(k.err.find("no launch with ID, worker label or worker ID"), std::string::npos) << k.err;
+  EXPECT_EQ(k.out, "");
+  auto kj = run({"kill", "wrk_01ARZ3NDEKTSV4RRFFQ69G5FAV", "--json"});
+  EXPECT_EQ(kj.exit_code, 3);
+  EXPECT_EQ(one_object(kj)["error"].at("code"), "notFound") << kj.out;
   EXPECT_NE(run({"kill"}).exit_code, 0);
 }
 
@@ -341,7 +347,8 @@ TEST_F(InstallCli, SecondManagerOfTheIdentityIsRefusedAndReplaceTakesOver) {
   EXPECT_EQ(refused.exit_code, 1);
   auto e = one_object(refused);
   ASSERT_TRUE(e.contains("error")) << refused.out;
-  std::string message(e["error"].as_string());
+  ASSERT_TRUE(e["error"].is_object()) << refused.out;
+  std::string message(e["error"].at("message").as_string());
   EXPECT_NE(message.find("is already running: host "), std::string::npos) << message;
   EXPECT_NE(message.find("pid " + std::to_string(pid) + " launch " + std::string(a["launchId"].as_string())),
             std::string::npos)
