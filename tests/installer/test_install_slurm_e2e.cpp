@@ -135,9 +135,9 @@ TEST_F(InstallSlurmE2E, ShortWalltimeWithLeadExitsAsWalltime) {
   EXPECT_EQ(list["launches"].as_array()[0].at("exitReason"), "walltime");
 }
 
-// Issue 16, "done when": `nymph install --account A2 --qos Q2 --training-profile smoke=...` as the lab user, then a
-// training submit (with --runner slurm: the runner-by-kind rule is another part of the issue) yields a COMPLETED
-// sbatch job whose sacct row shows account A2 and QOS Q2, and its result comes back.
+// Issue 16, "done when": `nymph install --account A2 --qos Q2 --training-profile smoke=...` as the lab user, then the
+// seed's exact training submit (no --runner: a training job goes to the Slurm runner of a worker that has one) yields
+// a COMPLETED sbatch job whose sacct row shows account A2 and QOS Q2, and its result comes back.
 TEST_F(InstallSlurmE2E, SiteAccountAndQosReachATrainingProfilesSbatch) {
   const std::string account2 = std::getenv("SLURM_LAB_ACCOUNT2") ? std::getenv("SLURM_LAB_ACCOUNT2") : "nymph2";
   const std::string qos2 = std::getenv("SLURM_LAB_QOS2") ? std::getenv("SLURM_LAB_QOS2") : "nymphq2";
@@ -160,7 +160,7 @@ TEST_F(InstallSlurmE2E, SiteAccountAndQosReachATrainingProfilesSbatch) {
   EXPECT_EQ(str(o.at("siteConfig").as_object(), "account"), account2);
   local_launch_ = id_;
 
-  std::string job = nymph::test::submit(cp, {"--runner", "slurm", "--kind", "training", "--payload",
+  std::string job = nymph::test::submit(cp, {"--kind", "training", "--payload",
                                              R"({"profile":"smoke","parameters":{"message":"hello"}})"});
   auto done = [](const std::string& j) {
     auto s = nymph::test::job_state(j);
