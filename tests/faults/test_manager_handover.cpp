@@ -313,7 +313,9 @@ TEST_F(ManagerHandover, SecondInstallIsRefusedAndReplaceHandsOverWithNothingLost
   auto refused = install();
   EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
   auto e = one_object(refused);
-  std::string message = field(e, "error");
+  // The shared error object of every --json verb: {"error": {"code": ..., "message": ...}}.
+  ASSERT_TRUE(e.contains("error") && e.at("error").is_object()) << refused.out;
+  std::string message = field(e.at("error").as_object(), "message");
   EXPECT_NE(message.find("is already running: host "), std::string::npos) << message;
   EXPECT_NE(message.find("pid " + std::to_string(pid) + " launch " + first_launch), std::string::npos) << message;
   EXPECT_TRUE(running(pid));
