@@ -226,7 +226,10 @@ TEST(ProfilesLab, SiteDefaultsReachTheProfilesSbatchUnlessTheProfileOrTheJobSets
   auto plain = scripts.install("plain", body + write_result);
   auto pinned =
       scripts.install("pinned", body + "#SBATCH --account=" + account + "\n#SBATCH -q normal\n" + write_result);
-  auto runs_under = [&](const std::string& name, bool site, boost::json::object run_config) {
+  // The Account|QOS sacct reports for the job, once it reads `expected` (slurmdbd fills QOS in after the job's end
+  // record: right after the end it can read "Unknown").
+  auto runs_under = [&](const std::string& name, bool site, boost::json::object run_config,
+                        const std::string& expected) {
     Lab lab("site-" + name, [&](SlurmRunnerConfig& c) {
       c.profiles = ProfileCatalog({plain, pinned});
       if (site) {
@@ -241,13 +244,14 @@ TEST(ProfilesLab, SiteDefaultsReachTheProfilesSbatchUnlessTheProfileOrTheJobSets
     EXPECT_EQ(final.state, JobState::succeeded) << name << ": " << final.message << "\n" << rec.err;
     lab.runner->release(s.job_id);
     if (!final.slurm_job_id) return std::string("(no Slurm job)");
-    return sacct_fields(*final.slurm_job_id, "Account,QOS");
+    return sacct_fields_settled(*final.slurm_job_id, "Account,QOS", expected);
   };
-  EXPECT_EQ(runs_under("plain-site", true, {}), account2 + "|" + qos2) << "site defaults apply";
-  EXPECT_EQ(runs_under("pinned-site", true, {}), account + "|normal") << "the profile's #SBATCH lines win";
-  EXPECT_EQ(runs_under("pinned-job", true, {{"account", account2}, {"qos", qos2}}), account2 + "|" + qos2)
+  const std::string site = account2 + "|" + qos2, slurm_default = account + "|normal";
+  EXPECT_EQ(runs_under("plain-site", true, {}, site), site) << "site defaults apply";
+  EXPECT_EQ(runs_under("pinned-site", true, {}, slurm_default), slurm_default) << "the profile's #SBATCH lines win";
+  EXPECT_EQ(runs_under("pinned-job", true, {{"account", account2}, {"qos", qos2}}, site), site)
       << "the job's runConfig.slurm wins over the profile";
-  EXPECT_EQ(runs_under("plain-none", false, {}), account + "|normal") << "Slurm's own defaults";
+  EXPECT_EQ(runs_under("plain-none", false, {}, slurm_default), slurm_default) << "Slurm's own defaults";
 }
 
 }  // namespace
