@@ -10,6 +10,7 @@
 #include "runners/slurm/slurm_runner.hpp"
 #include "slurm/time.hpp"
 #include "tests/runners/slurm/fake_slurm.hpp"
+#include "tests/runners/slurm/runner_fixture.hpp"
 #include "tests/support/run_coro.hpp"
 
 namespace {
@@ -25,33 +26,7 @@ using nymph::test::Forward;
 using nymph::test::Recorder;
 using nymph::test::run_coro;
 
-struct CleanupTest : ::testing::Test {
-  fs::path launch = fs::temp_directory_path() / ("nymph-slurm-cleanup-test-" + std::to_string(::getpid()) + "-" +
-                                                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  asio::io_context ioc;
-  FakeSlurm fake;
-
-  void SetUp() override { fs::remove_all(launch); }
-  void TearDown() override { fs::remove_all(launch); }
-
-  SlurmRunnerConfig config() {
-    SlurmRunnerConfig c;
-    c.launch_dir = launch;
-    c.poll_interval = 1ms;
-    c.output_interval = 1ms;
-    return c;
-  }
-  std::unique_ptr<SlurmRunner> make_runner(SlurmRunnerConfig c) {
-    return std::make_unique<SlurmRunner>(ioc.get_executor(), std::move(c), std::make_unique<Forward>(fake),
-                                         nymph::null_logger());
-  }
-  static JobSpec spec(std::string id) {
-    JobSpec s;
-    s.job_id = std::move(id);
-    s.lease_id = "lease-" + s.job_id;
-    s.argv = {"/bin/true"};
-    return s;
-  }
+struct CleanupTest : nymph::test::SlurmRunnerFixture {
   void ends(std::deque<std::string> squeue, std::string sacct, std::string wait_status = "0") {
     fake.on_submit = [=](const fs::path&) {
       FakeJob j;
