@@ -4,6 +4,14 @@
 
 namespace nymph::control {
 
+JobNeeds needs_of(const protocol::JobSubmission& sub) {
+  std::optional<std::string> profile;
+  if (sub.kind == "training" && sub.spec.payload) profile = sub.spec.payload->profile;
+  const bool unpinned = sub.runner.empty() || sub.runner == kAutoRunner;
+  std::string runner = !unpinned ? sub.runner : sub.kind == "training" ? std::string(kAutoRunner) : "process";
+  return JobNeeds{std::move(runner), sub.required_tags, std::move(profile)};
+}
+
 using protocol::AttemptState;
 using protocol::EventState;
 using protocol::JobState;

@@ -31,6 +31,10 @@ struct JobNeeds {
 // The runner of a queued training job submitted without one (docs/protocol.md, "Runner choice").
 inline constexpr const char* kAutoRunner = "auto";
 
+// What a submission needs of a worker: its runner ("process" when it names none, "auto" for such a training job),
+// required tags and (training) profile.
+JobNeeds needs_of(const protocol::JobSubmission& sub);
+
 // True when a worker with `caps` may run a job with `needs`: its runners include the runner, its tags include
 // every required pair, and (training) its profiles include the profile. Free slots are not considered. For an
 // "auto" job: when it may run it on slurm or on process.

@@ -401,27 +401,39 @@ asio::awaitable<HttpReply> Service::poll(std::string worker_id, const HttpReques
   if (!body) co_return body.error();
   const auto deadline = Steady::now() + config_.poll_timeout;
   bool woken = false;
+  std::optional<PollOutcome> handed;  // computed for this poll by a submission or final event (PollHub::hand)
+  bool look_again = false;            // something concerned the worker while its poll was claimed
   for (;;) {
-    auto op = [worker_id, b = *body](Store& s) { return s.poll(worker_id, b, wall_now()); };
-    auto r = co_await db_.run(std::move(op));
-    if (r)
-      for (auto& j : r->reply.jobs)
-        j.lease_ttl_s = std::chrono::duration<double>(liveness_.lease_ttl(j.runner)).count();
-    if (!r) {
+    std::optional<ApiResult<PollOutcome>> r;
+    if (handed) r.emplace(std::move(*handed));
+    else r.emplace(co_await run_poll(worker_id, *body));
+    handed.reset();
+    if (!*r) {
       // The worker exited while its poll was parked: answer the poll, do not ask it to re-register.
-      if (woken && r.error().status == 404) co_return json_reply(200, protocol::PollResponse{});
-      co_return reply_for(r.error());
+      if (woken && r->error().status == 404) co_return json_reply(200, protocol::PollResponse{});
+      co_return reply_for(r->error());
     }
-    if (stopping_ || has_news(worker_id, *r, body->draining) || Steady::now() >= deadline) {
-      settle_poll(worker_id, *r);
-      co_return json_reply(200, r->reply);
+    PollOutcome& out = **r;
+    for (auto& j : out.reply.jobs) j.lease_ttl_s = std::chrono::duration<double>(liveness_.lease_ttl(j.runner)).count();
+    if (stopping_ || has_news(worker_id, out, body->draining) || Steady::now() >= deadline) {
+      settle_poll(worker_id, out);
+      co_return json_reply(200, out.reply);
     }
+    if (std::exchange(look_again, false)) continue;
     asio::steady_timer timer(ex_, deadline);
-    PollHub::Waiter waiter{worker_id, r->caps, body->free, !r->draining, [&timer] { timer.cancel(); }};
+    PollHub::Waiter waiter{worker_id, out.caps, *body, !out.draining, [&timer] { timer.cancel(); }};
     {
-      ParkGuard guard(hub_, waiter, liveness_, r->renewed_leases);
+      ParkGuard guard(hub_, waiter, liveness_, out.renewed_leases);
       rearm_clocks();
-      co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      // A claimed poll outlives its deadline until its outcome is handed to it or it is released: its lease
+      // may already be committed.
+      for (;;) {
+        co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (waiter.why != PollHub::Why::claimed) break;
+        auto cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() != asio::cancellation_type::none) break;
+        timer.expires_at(Steady::time_point::max());
+      }
     }
     auto cs = co_await asio::this_coro::cancellation_state;
     if (cs.cancelled() != asio::cancellation_type::none) {
@@ -430,15 +442,28 @@ asio::awaitable<HttpReply> Service::poll(std::string worker_id, const HttpReques
       asio::co_spawn(ex_, note_contact(worker_id), asio::detached);
       throw boost::system::system_error(asio::error::operation_aborted);
     }
+    if (waiter.why == PollHub::Why::handed) {
+      woken = true;
+      handed = std::move(waiter.handed);
+      *body = std::move(waiter.request);  // the free slots the handed outcome was computed from
+      look_again = waiter.rewake;
+      continue;
+    }
     if (waiter.why != PollHub::Why::woken) {
       // Timed out, superseded by a newer poll, or shutting down: the last outcome still stands (no news).
       // Its reply ends the worker's contact: lastSeen is the end of the held poll, not its start.
       if (!stopping_) co_await note_contact(worker_id);
-      co_return json_reply(200, r->reply);
+      co_return json_reply(200, out.reply);
     }
     woken = true;
-    body->free = waiter.free;  // slots freed by final events while parked (PollHub::slot_freed)
+    *body = std::move(waiter.request);  // slots freed by final events while parked (PollHub::slot_freed)
   }
+}
+
+asio::awaitable<ApiResult<PollOutcome>> Service::run_poll(const std::string& worker_id,
+                                                          const protocol::PollRequest& req) {
+  auto op = [worker_id, req](Store& s) { return s.poll(worker_id, req, wall_now()); };
+  co_return co_await db_.run(std::move(op));
 }
 
 asio::awaitable<void> Service::note_contact(std::string worker_id) {

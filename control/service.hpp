@@ -158,6 +158,14 @@ class Service {
   // Store::purge) and logs what it deleted. Throws as DbWorker::run.
   boost::asio::awaitable<protocol::PurgeResponse> purge(std::chrono::milliseconds older_than);
 
+  // Store::poll for `worker_id` as one DB operation.
+  boost::asio::awaitable<ApiResult<PollOutcome>> run_poll(const std::string& worker_id, const protocol::PollRequest& req);
+  // Gives a claimed poll (PollHub::claim_*) the outcome an operation computed for it, or releases it when there is
+  // none (`outcome` empty or an error). A lease handed to a poll that went away meanwhile is left to expire,
+  // as the lease of a poll whose client closes the connection while its own operation commits.
+  void hand_or_release(const PollHub::Claim& claim, std::optional<ApiResult<PollOutcome>> outcome,
+                       protocol::PollRequest asked);
+
   // Records the end of a worker's contact (its lastSeen, docs/protocol.md 8.11) when a held poll ends. Never
   // throws: a failure is logged (the poll is answered anyway).
   boost::asio::awaitable<void> note_contact(std::string worker_id);

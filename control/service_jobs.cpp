@@ -1,5 +1,8 @@
 // The Service's job, log and metrics endpoints (the worker endpoints and routing are in service.cpp).
+#include <algorithm>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -45,15 +48,77 @@ asio::awaitable<HttpReply> Service::revoke_token(const HttpRequest& req) {
 // ---------------------------------------------------------------------------------------------------------
 // Job endpoints
 
+namespace {
+
+// A DB operation's outcome and, when it claimed a held poll, that poll's outcome from the same transaction.
+template <class T>
+struct WithPoll {
+  T first;
+  std::optional<ApiResult<PollOutcome>> poll;
+  // The operation is rolled back as a whole when its own part failed (DbWorker).
+  bool has_error() const {
+    if constexpr (requires { first.has_error(); }) return first.has_error();
+    else return false;
+  }
+};
+
+// Releases a claimed poll unless hand_or_release() took it: an operation that throws leaves no poll claimed.
+class ClaimGuard {
+ public:
+  ClaimGuard(PollHub& hub, std::optional<PollHub::Claim> claim) : hub_(hub), claim_(std::move(claim)) {}
+  ~ClaimGuard() {
+    if (claim_) hub_.release(*claim_);
+  }
+  ClaimGuard(const ClaimGuard&) = delete;
+  ClaimGuard& operator=(const ClaimGuard&) = delete;
+  const std::optional<PollHub::Claim>& get() const { return claim_; }
+  PollHub::Claim take() { return std::exchange(claim_, std::nullopt).value(); }
+
+ private:
+  PollHub& hub_;
+  std::optional<PollHub::Claim> claim_;
+};
+
+bool leased(const std::optional<ApiResult<PollOutcome>>& poll, const std::string& job_id) {
+  if (!poll || !*poll) return false;
+  const auto& jobs = (*poll)->reply.jobs;
+  return std::any_of(jobs.begin(), jobs.end(), [&](const auto& j) { return j.job_id == job_id; });
+}
+
+}  // namespace
+
+void Service::hand_or_release(const PollHub::Claim& claim, std::optional<ApiResult<PollOutcome>> outcome,
+                              protocol::PollRequest asked) {
+  if (!outcome || !*outcome) {
+    hub_.release(claim);
+    return;
+  }
+  std::size_t jobs = (*outcome)->reply.jobs.size();
+  if (!hub_.hand(claim, std::move(**outcome), std::move(asked)) && jobs > 0)
+    log_->warn("worker {}'s poll ended before {} job(s) leased to it could be sent; their leases expire",
+               claim.worker_id, jobs);
+}
+
 asio::awaitable<HttpReply> Service::submit(const HttpRequest& req) {
   auto body = decode<protocol::JobSubmission>(req.body, config_.limits);
   if (!body) co_return body.error();
-  auto op = [b = *body](Store& s) { return s.submit(b, wall_now()); };
+  // An idle held poll that can take the job leases it in the submission's own transaction (one commit).
+  ClaimGuard claim(hub_, hub_.claim_one_for(needs_of(*body)));
+  auto op = [b = *body, c = claim.get()](Store& s) {
+    WithPoll<SubmitOutcome> out{s.submit(b, wall_now()), std::nullopt};
+    if (c) out.poll = s.poll(c->worker_id, c->request, wall_now());
+    return out;
+  };
   auto r = co_await db_.run(std::move(op));
-  hub_.wake_one_for(r.needs);
-  log_->info("job {} submitted (runner {}, kind {})", r.job.id, printable_excerpt(r.job.runner, 256),
-             r.job.kind);
-  co_return json_reply(201, r.job);
+  bool taken = leased(r.poll, r.first.job.id);
+  if (claim.get()) {
+    auto asked = claim.get()->request;
+    hand_or_release(claim.take(), std::move(r.poll), std::move(asked));
+  }
+  if (!taken) hub_.wake_one_for(r.first.needs);
+  log_->info("job {} submitted (runner {}, kind {}){}", r.first.job.id, printable_excerpt(r.first.job.runner, 256),
+             r.first.job.kind, taken ? ", leased at once" : "");
+  co_return json_reply(201, r.first.job);
 }
 
 asio::awaitable<HttpReply> Service::list_jobs(const HttpRequest& req) {
@@ -114,11 +179,28 @@ asio::awaitable<HttpReply> Service::cancel_job(std::string job_id) {
 asio::awaitable<HttpReply> Service::event(std::string job_id, std::string worker_id, const HttpRequest& req) {
   auto body = decode<protocol::EventRequest>(req.body, config_.limits);
   if (!body) co_return body.error();
-  auto op = [job_id, worker_id, b = *body](Store& s) {
+  // A final event frees a slot of the worker's held poll: that poll takes the next queued job in the event's
+  // own transaction (one commit for "done" and the next lease).
+  ClaimGuard claim(hub_, protocol::is_final(body->state) ? hub_.claim_worker(worker_id) : std::nullopt);
+  auto op = [job_id, worker_id, b = *body, c = claim.get()](Store& s) {
     s.touch_worker(worker_id, wall_now());  // an event is contact (lastSeen), whatever it is answered
-    return s.apply_event(job_id, b, worker_id, wall_now());
+    WithPoll<ApiResult<EventOutcome>> out{s.apply_event(job_id, b, worker_id, wall_now()), std::nullopt};
+    if (c && out.first && out.first->freed_slot) {
+      protocol::PollRequest asked = c->request;
+      ++asked.free[out.first->freed_slot->second];
+      out.poll = s.poll(worker_id, asked, wall_now());
+    }
+    return out;
   };
-  auto r = co_await db_.run(std::move(op));
+  auto both = co_await db_.run(std::move(op));
+  auto& r = both.first;
+  if (claim.get()) {
+    protocol::PollRequest asked = claim.get()->request;
+    if (r && r->freed_slot) ++asked.free[r->freed_slot->second];
+    bool handed = both.poll && *both.poll;
+    hand_or_release(claim.take(), std::move(both.poll), std::move(asked));
+    if (handed && r) r->freed_slot.reset();  // counted in the handed poll's request
+  }
   if (!r) co_return reply_for(r.error());
   if (r->attempt_ended) {
     liveness_.lease_forget(body->lease_id);

@@ -21,6 +21,7 @@
 #include "control/api_error.hpp"
 #include "control/log_files.hpp"
 #include "control/policy.hpp"
+#include "control/poll_outcome.hpp"
 #include "control/sql.hpp"
 #include "control/tokens.hpp"
 
@@ -49,12 +50,6 @@ struct RevokeOutcome {
   std::vector<std::string> token_hashes;
 };
 
-// A lease and the runner of its attempt (whose lease TTL applies).
-struct LeaseRef {
-  std::string lease_id;
-  std::string runner;
-  friend bool operator==(const LeaseRef&, const LeaseRef&) = default;
-};
 
 struct RegisterOutcome {
   protocol::RegisterResponse reply;          // worker_id and cancel filled; durations by the caller
@@ -66,13 +61,6 @@ struct RegisterOutcome {
   std::vector<std::string> adopted_leases;   // listed attempts of theirs, now this worker's (same lease ids)
   std::vector<std::string> lost_leases;      // their other live attempts, now lost
   std::vector<JobNeeds> requeued;            // the jobs of those that went back to the queue
-};
-
-struct PollOutcome {
-  protocol::PollResponse reply;
-  std::vector<LeaseRef> renewed_leases;      // listed attempts that are live
-  WorkerCaps caps;
-  bool draining = false;                     // draining flag or a directive: takes no jobs
 };
 
 struct EventOutcome {

@@ -39,19 +39,16 @@ std::optional<protocol::JobInfo> Store::job(const std::string& job_id) {
 SubmitOutcome Store::submit(const protocol::JobSubmission& sub, WallTime now) {
   std::string id = new_id("job_");
   std::string when = protocol::format_time(now);
-  std::optional<std::string> profile;
-  if (sub.kind == "training" && sub.spec.payload) profile = sub.spec.payload->profile;
-  const bool unpinned = sub.runner.empty() || sub.runner == kAutoRunner;
-  const bool runner_auto = unpinned && sub.kind == "training";
-  std::string runner = !unpinned ? sub.runner : runner_auto ? std::string(kAutoRunner) : std::string("process");
+  JobNeeds needs = needs_of(sub);
+  const bool runner_auto = needs.runner == kAutoRunner;
   db_.query(
       "INSERT INTO jobs(id, state, runner, kind, profile, spec, required_tags, max_attempts, created_at, updated_at, "
       "runner_auto) VALUES(?,'queued',?,?,?,?,?,?,?,?,?)")
-      .bind(id, runner, sub.kind, profile, to_text(sub.spec), to_text(sub.required_tags), sub.max_attempts,
-            when, when, runner_auto ? 1 : 0)
+      .bind(id, needs.runner, sub.kind, needs.profile, to_text(sub.spec), to_text(sub.required_tags),
+            sub.max_attempts, when, when, runner_auto ? 1 : 0)
       .run();
   job_moved(std::nullopt, JobState::queued);
-  return SubmitOutcome{*job(id), JobNeeds{runner, sub.required_tags, profile}};
+  return SubmitOutcome{*job(id), std::move(needs)};
 }
 
 protocol::JobList Store::list_jobs(std::optional<protocol::JobState> state, std::optional<std::int64_t> before,

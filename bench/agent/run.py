@@ -4,13 +4,17 @@
 Prints, for an uninstrumented build (cmake --preset release && cmake --build --preset release):
   idle agent: RSS, CPU milliseconds per minute, wake-ups (context switches) per second
   /bin/true jobs: submit -> done p50/p99 and jobs/s with 2 in flight, next to this machine's bare
-                  fork/exec/wait (and posix_spawn/wait) cost measured in the same run. "Done" is seen by a
+                  fork/exec/wait (and posix_spawn/wait) cost, posix_spawn rate with 2 in flight and fdatasync
+                  cost (a file beside the control plane's database), all measured in the same run, and
+                  issue 17's targets computed from them; the control plane's commits per job (its
+                  nymph_db_commits_total). "Done" is seen by a
                   client whose GET /v1/jobs/{id}?waitS= the server answers when the job is final, so the
                   figure is what a user observes and nothing polls the server meanwhile; the server's own
                   createdAt -> finishedAt (millisecond timestamps) is printed next to it.
   50 MB of stdout: delivery MB/s (server timestamps) and the agent's peak RSS
 Needs python3 only. Everything runs in a temporary directory and is stopped at the end.
 NYMPH_BENCH_AGENT=path runs another nymph binary (e.g. the static build) against this build's nymph-control.
+NYMPH_BENCH_SHORT_ONLY=1 measures only the /bin/true jobs (no idle or 50 MB phase).
 NYMPH_BENCH_TLS=1 serves HTTPS (a throw-away self-signed certificate the agent trusts through ca_file), as in
 production.
 """
@@ -26,6 +30,7 @@ IDLE_S = float(os.environ.get("NYMPH_BENCH_IDLE_S", "60"))
 ROUND_TRIPS = int(os.environ.get("NYMPH_BENCH_ROUND_TRIPS", "200"))
 THROUGHPUT_JOBS = int(os.environ.get("NYMPH_BENCH_THROUGHPUT_JOBS", "400"))
 TLS = os.environ.get("NYMPH_BENCH_TLS") == "1"
+SHORT_ONLY = os.environ.get("NYMPH_BENCH_SHORT_ONLY") == "1"
 
 tmp = tempfile.mkdtemp(prefix="nymph-bench-")
 procs = []
@@ -82,6 +87,39 @@ def baseline(program, *mode):
     out = subprocess.run([program, *mode, "500", "/bin/true"], check=True, capture_output=True, text=True).stdout.split()
     return float(out[0].split("=")[1]) / 1000, float(out[1].split("=")[1]) / 1000
 
+def spawn_rate_in_flight(k, n=2000):
+    """posix_spawn + wait of /bin/true with k in flight, runs per second (nymph-spawn-baseline --in-flight)."""
+    out = subprocess.run([BASELINE, "--in-flight", str(k), str(n), "/bin/true"], check=True, capture_output=True,
+                         text=True).stdout
+    return float(out.split("=")[1])
+
+def fdatasync_ms(directory, n=200):
+    """p50 and p99 in ms of appending 4 KiB to a file in `directory` and fdatasync'ing it (a WAL commit's sync)."""
+    path = os.path.join(directory, "fdatasync-probe")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    block, times = b"x" * 4096, []
+    try:
+        for _ in range(n):
+            os.write(fd, block)
+            t0 = time.perf_counter()
+            os.fdatasync(fd)
+            times.append((time.perf_counter() - t0) * 1000)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return pct(times, 50), pct(times, 99)
+
+def commits():
+    """nymph-control's database commits so far (its /metrics counter nymph_db_commits_total)."""
+    host, port = url.split("//")[1].split(":")
+    c = (http.client.HTTPSConnection(host, int(port), timeout=30,
+                                     context=ssl.create_default_context(cafile=f"{tmp}/cert.pem"))
+         if TLS else http.client.HTTPConnection(host, int(port), timeout=30))
+    c.request("GET", "/metrics")
+    body = c.getresponse().read().decode()
+    c.close()
+    return int(next(l.split()[1] for l in body.splitlines() if l.startswith("nymph_db_commits_total ")))
+
 def pct(values, p):
     values = sorted(values)
     return values[min(len(values) - 1, int(len(values) * p / 100))]
@@ -114,17 +152,22 @@ try:
         time.sleep(0.05)
     time.sleep(2)  # let start-up settle before measuring idleness
 
-    cpu0, sw0, _, _ = proc_stat(agent.pid)
-    time.sleep(IDLE_S)
-    cpu1, sw1, rss, _ = proc_stat(agent.pid)
-    print(f"idle agent ({IDLE_S:.0f} s): RSS {rss / 1024:.1f} MiB, CPU {(cpu1 - cpu0) * 1000 * 60 / IDLE_S:.1f} ms/min, "
-          f"wake-ups {(sw1 - sw0) / IDLE_S:.2f}/s")
+    if not SHORT_ONLY:
+        cpu0, sw0, _, _ = proc_stat(agent.pid)
+        time.sleep(IDLE_S)
+        cpu1, sw1, rss, _ = proc_stat(agent.pid)
+        print(f"idle agent ({IDLE_S:.0f} s): RSS {rss / 1024:.1f} MiB, "
+              f"CPU {(cpu1 - cpu0) * 1000 * 60 / IDLE_S:.1f} ms/min, wake-ups {(sw1 - sw0) / IDLE_S:.2f}/s")
 
+    print(f"load average before: {open('/proc/loadavg').read().split()[:3]}")
     fork_p50, fork_p99 = baseline(BASELINE, "--fork")
     spawn_p50, spawn_p99 = baseline(BASELINE)
     runner_p50, runner_p99 = baseline(RUNNER_OVERHEAD)
+    spawn_rate2 = spawn_rate_in_flight(2)
+    sync_p50, sync_p99 = fdatasync_ms(tmp)
 
     seen, server = [], []
+    commits0 = commits()
     for _ in range(ROUND_TRIPS):
         t0 = time.perf_counter()
         j = api("POST", "/v1/jobs", {"runner": "process", "argv": ["/bin/true"]})
@@ -138,13 +181,29 @@ try:
           f"posix_spawn/wait p50 {spawn_p50:.2f} ms; round trip / fork p50 = {pct(seen, 50) / fork_p50:.1f}x")
     print(f"  the agent's process runner alone (work dir, pipes, process group, reaping; no control plane): "
           f"p50 {runner_p50:.2f} ms, p99 {runner_p99:.2f} ms = {runner_p50 / fork_p50:.2f}x fork/exec/wait")
+    round_trip_commits = (commits() - commits0) / ROUND_TRIPS
+    budget = spawn_p50 + 2 * sync_p50 + 0.5
+    print(f"  fdatasync of a 4 KiB append beside the database: p50 {sync_p50:.2f} ms, p99 {sync_p99:.2f} ms; "
+          f"control-plane commits per job {round_trip_commits:.2f}")
+    print(f"  target (issue 17): p50 <= posix_spawn/wait + 2 x fdatasync + 0.5 ms = {budget:.2f} ms: "
+          f"p50 {pct(seen, 50):.2f} ms = {pct(seen, 50) / budget:.2f}x the budget "
+          f"({'met' if pct(seen, 50) <= budget else 'missed'})")
 
+    commits0 = commits()
     ids = [api("POST", "/v1/jobs", {"runner": "process", "argv": ["/bin/true"]})["id"] for _ in range(THROUGHPUT_JOBS)]
     jobs = [wait_final(i) for i in ids]
+    throughput_commits = (commits() - commits0) / THROUGHPUT_JOBS
     span = max(ts(j["finishedAt"]) for j in jobs) - min(ts(j["createdAt"]) for j in jobs)
     ok = sum(j["state"] == "succeeded" for j in jobs)
-    print(f"/bin/true throughput ({THROUGHPUT_JOBS} queued, 2 in flight): {THROUGHPUT_JOBS / span:.0f} jobs/s "
-          f"({ok} succeeded)")
+    rate = THROUGHPUT_JOBS / span
+    print(f"/bin/true throughput ({THROUGHPUT_JOBS} queued, 2 in flight): {rate:.0f} jobs/s "
+          f"({ok} succeeded), control-plane commits per job {throughput_commits:.2f}")
+    print(f"  this machine, same run: posix_spawn/wait of /bin/true with 2 in flight {spawn_rate2:.0f}/s; target "
+          f"(issue 17) >= 0.5 x that = {0.5 * spawn_rate2:.0f} jobs/s: {rate / spawn_rate2:.2f}x the bare rate "
+          f"({'met' if rate >= 0.5 * spawn_rate2 else 'missed'})")
+    print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
+    if SHORT_ONLY:
+        sys.exit(0)
 
     size = 50 * 1024 * 1024
     j = api("POST", "/v1/jobs", {"runner": "process", "argv": ["/usr/bin/head", "-c", str(size), "/dev/zero"]})

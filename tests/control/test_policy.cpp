@@ -84,8 +84,8 @@ TEST(Liveness, ForgottenLeaseNeverExpires) {
 TEST(PollHub, WakesOnlyAMatchingWaiterOnce) {
   PollHub hub;
   int woke_a = 0, woke_b = 0;
-  PollHub::Waiter a{"a", {{"process"}, {}, {}}, {{"process", 1}}, true, [&] { ++woke_a; }};
-  PollHub::Waiter b{"b", {{"slurm"}, {}, {}}, {{"slurm", 1}}, true, [&] { ++woke_b; }};
+  PollHub::Waiter a{"a", {{"process"}, {}, {}}, {.free = {{"process", 1}}}, true, [&] { ++woke_a; }};
+  PollHub::Waiter b{"b", {{"slurm"}, {}, {}}, {.free = {{"slurm", 1}}}, true, [&] { ++woke_b; }};
   hub.park(a);
   hub.park(b);
   EXPECT_EQ(hub.size(), 2u);
@@ -102,7 +102,7 @@ TEST(PollHub, WakesOnlyAMatchingWaiterOnce) {
 TEST(PollHub, DrainingWaiterGetsNoJobsButDirectives) {
   PollHub hub;
   int woke = 0;
-  PollHub::Waiter a{"a", {{"process"}, {}, {}}, {{"process", 1}}, false, [&] { ++woke; }};
+  PollHub::Waiter a{"a", {{"process"}, {}, {}}, {.free = {{"process", 1}}}, false, [&] { ++woke; }};
   hub.park(a);
   EXPECT_FALSE(hub.wake_one_for({"process", {}, std::nullopt}));
   EXPECT_TRUE(hub.wake_worker("a"));
@@ -122,6 +122,105 @@ TEST(PollHub, NewPollSupersedesOld) {
   EXPECT_EQ(hub.size(), 1u);
   hub.wake_all_for_shutdown();
   EXPECT_EQ(a2.why, PollHub::Why::shutdown);
+}
+
+TEST(PollHub, AClaimedPollIsHandedItsOutcomeOnce) {
+  PollHub hub;
+  int woke = 0;
+  PollHub::Waiter a{"a", {{"process"}, {}, {}}, {.free = {{"process", 1}}}, true, [&] { ++woke; }};
+  hub.park(a);
+  auto claim = hub.claim_one_for({"process", {}, std::nullopt});
+  ASSERT_TRUE(claim);
+  EXPECT_EQ(claim->worker_id, "a");
+  EXPECT_EQ(claim->request.free.at("process"), 1);
+  EXPECT_EQ(a.why, PollHub::Why::claimed);
+  EXPECT_EQ(woke, 0);                                             // it goes on waiting, for its outcome
+  EXPECT_EQ(hub.size(), 1u);                                      // still a held poll
+  EXPECT_FALSE(hub.claim_one_for({"process", {}, std::nullopt}));  // claimed once only
+  EXPECT_FALSE(hub.wake_one_for({"process", {}, std::nullopt}));   // nor woken for another job meanwhile
+  PollOutcome out;
+  out.reply.jobs.push_back({.job_id = "job_1"});
+  EXPECT_TRUE(hub.hand(*claim, out, {.free = {{"process", 0}}}));
+  EXPECT_EQ(a.why, PollHub::Why::handed);
+  EXPECT_EQ(woke, 1);
+  ASSERT_TRUE(a.handed);
+  EXPECT_EQ(a.handed->reply.jobs.at(0).job_id, "job_1");
+  EXPECT_EQ(a.request.free.at("process"), 0);
+  EXPECT_FALSE(hub.hand(*claim, out, {}));  // a second hand finds nobody
+  EXPECT_EQ(woke, 1);
+  hub.unpark(a);
+  EXPECT_EQ(hub.size(), 0u);
+}
+
+TEST(PollHub, AReleasedPollWaitsAgainUnlessSomethingConcernedItMeanwhile) {
+  PollHub hub;
+  int woke = 0;
+  PollHub::Waiter a{"a", {{"process"}, {}, {}}, {.free = {{"process", 0}}}, true, [&] { ++woke; }};
+  hub.park(a);
+  auto quiet = hub.claim_worker("a");
+  ASSERT_TRUE(quiet);
+  hub.release(*quiet);
+  EXPECT_EQ(a.why, PollHub::Why::none);  // parked again, as if never claimed
+  EXPECT_EQ(woke, 0);
+  EXPECT_TRUE(hub.wake_worker("a"));
+  EXPECT_EQ(a.why, PollHub::Why::woken);
+
+  PollHub::Waiter b{"b", {{"process"}, {}, {}}, {.free = {{"process", 0}}}, true, [&] { ++woke; }};
+  hub.park(b);
+  auto busy = hub.claim_worker("b");
+  ASSERT_TRUE(busy);
+  EXPECT_TRUE(hub.wake_worker("b"));          // a directive, a cancel: noted while claimed
+  EXPECT_TRUE(hub.slot_freed("b", "process"));  // another attempt ended
+  EXPECT_EQ(b.why, PollHub::Why::claimed);
+  hub.release(*busy);
+  EXPECT_EQ(b.why, PollHub::Why::woken);  // looks again, with the slot counted in
+  EXPECT_EQ(b.request.free.at("process"), 1);
+}
+
+TEST(PollHub, AClaimOfAPollThatWentAwayHandsNothing) {
+  PollHub hub;
+  PollHub::Waiter a{"a", {{"process"}, {}, {}}, {.free = {{"process", 1}}}, true, [] {}};
+  hub.park(a);
+  auto claim = hub.claim_worker("a");
+  ASSERT_TRUE(claim);
+  hub.unpark(a);  // its client closed the connection
+  EXPECT_EQ(hub.size(), 0u);
+  EXPECT_FALSE(hub.hand(*claim, PollOutcome{}, {}));
+  hub.release(*claim);  // no-op
+  EXPECT_EQ(hub.size(), 0u);
+  PollHub::Waiter draining{"d", {{"process"}, {}, {}}, {.free = {{"process", 1}}}, false, [] {}};
+  hub.park(draining);
+  EXPECT_FALSE(hub.claim_worker("d"));  // takes no jobs: nothing to claim it for
+}
+
+TEST(PollHub, ANewerPollOfTheWorkerSupersedesAReleasedOne) {
+  PollHub hub;
+  PollHub::Waiter old_poll{"a", {{"process"}, {}, {}}, {.free = {{"process", 1}}}, true, [] {}};
+  PollHub::Waiter new_poll{"a", {{"process"}, {}, {}}, {.free = {{"process", 1}}}, true, [] {}};
+  hub.park(old_poll);
+  auto claim = hub.claim_worker("a");
+  hub.park(new_poll);
+  hub.release(*claim);
+  EXPECT_EQ(old_poll.why, PollHub::Why::superseded);
+  EXPECT_EQ(new_poll.why, PollHub::Why::none);
+  EXPECT_TRUE(hub.wake_worker("a"));
+  EXPECT_EQ(new_poll.why, PollHub::Why::woken);
+}
+
+TEST(Dispatch, NeedsOfASubmission) {
+  nymph::protocol::JobSubmission plain;
+  EXPECT_EQ(needs_of(plain).runner, "process");
+  nymph::protocol::JobSubmission training;
+  training.kind = "training";
+  training.spec.payload = nymph::protocol::Payload{};
+  training.spec.payload->profile = "smoke";
+  training.required_tags = {{"site", "a"}};
+  auto needs = needs_of(training);
+  EXPECT_EQ(needs.runner, kAutoRunner);
+  EXPECT_EQ(needs.profile, "smoke");
+  EXPECT_EQ(needs.required_tags.at("site"), "a");
+  training.runner = "slurm";
+  EXPECT_EQ(needs_of(training).runner, "slurm");
 }
 
 TEST(Validate, Submissions) {

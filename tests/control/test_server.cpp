@@ -153,6 +153,14 @@ class Api {
     return std::stoi(m.substr(at + 18));
   }
 
+  // The value of the /metrics line `name` (e.g. nymph_db_commits_total), read with this client's executor.
+  asio::awaitable<long> metric_async(std::string name) {
+    auto m = co_await client_.request(req(http::Method::get, "/metrics", ""));
+    auto at = m.value().body.find("\n" + name + " ");
+    if (at == std::string::npos) throw std::runtime_error("no metric " + name);
+    co_return std::stol(m.value().body.substr(at + name.size() + 2));
+  }
+
   // A coroutine that resolves once the server holds `n` polls (checked every 5 ms), then runs `then`.
   template <class F>
   asio::awaitable<void> when_held(int n, F then) {
@@ -318,6 +326,90 @@ TEST(ControlServer, HeldPollIsWokenBySubmit) {
   EXPECT_EQ(got.jobs[0].job_id, job_id);
   EXPECT_LT(Clock::now() - start, 10s);
   EXPECT_EQ(api.held_polls(), 0);
+}
+
+// Issue 17: a submission that finds an idle held poll leases the job in its own transaction, so the job's way
+// from submitted to leased costs one commit (it took two: the submission's, then the woken poll's).
+TEST(ControlServer, ASubmissionLeasesItsJobToAnIdleHeldPollInOneCommit) {
+  ControlServer cp;
+  Api api(cp);
+  std::string w = api.register_worker(nymph::test::fresh_ulid());
+  api.submit();  // the admin token's first use is recorded now, not inside the measured span
+  api.poll(w, 1);
+  long before = -1, after = -1;
+  std::string job_id;
+  auto held = api.client().request(Api::req(http::Method::post, p::poll_path(w), api.credential(w), Api::poll_body(1)));
+  auto submit = api.when_held(1, [&]() -> asio::awaitable<void> {
+    before = co_await api.metric_async("nymph_db_commits_total");
+    p::JobSubmission s;
+    s.spec.argv = std::vector<std::string>{"/bin/true"};
+    auto r = co_await api.client().request(Api::req(http::Method::post, p::jobs_path(), api.admin(), p::to_json_text(s)));
+    job_id = p::parse_as<p::JobInfo>(r.value().body).value().id;
+  });
+  auto reply = run_coro(api.ioc(), with_side(std::move(held), std::move(submit)));
+  after = run_coro(api.ioc(), api.metric_async("nymph_db_commits_total"));
+  ASSERT_TRUE(reply);
+  auto got = p::parse_as<p::PollResponse>(reply->body).value();
+  ASSERT_EQ(got.jobs.size(), 1u) << reply->body;
+  EXPECT_EQ(got.jobs[0].job_id, job_id);
+  EXPECT_EQ(after - before, 1) << "commits from the submission to the held poll's reply";
+  EXPECT_EQ(api.job(job_id).state, p::JobState::running);
+  EXPECT_EQ(api.held_polls(), 0);
+}
+
+// Issue 17: a final event whose attempt frees a slot of the worker's held poll leases the next queued job in
+// the event's own transaction ("done" and the next lease: one commit, not two); with nothing queued the poll
+// goes on waiting and a later submission still reaches it.
+TEST(ControlServer, AFinalEventLeasesTheNextQueuedJobToTheHeldPollInOneCommit) {
+  ControlServer cp;
+  Api api(cp);
+  std::string w = api.register_worker(nymph::test::fresh_ulid());
+  std::string first = api.submit();
+  auto lease1 = api.poll(w, 1).jobs.at(0).lease_id;
+  std::string second = api.submit();  // queued: the worker's one slot is busy
+  long before = -1;
+  auto held = api.client().request(
+      Api::req(http::Method::post, p::poll_path(w), api.credential(w), Api::poll_body(0, {{first, lease1}})));
+  auto finish = api.when_held(1, [&]() -> asio::awaitable<void> {
+    before = co_await api.metric_async("nymph_db_commits_total");
+    p::EventRequest e{.lease_id = lease1, .seq = 1, .state = p::EventState::succeeded, .exit_code = 0};
+    auto r = co_await api.client().request(
+        Api::req(http::Method::post, p::events_path(first), api.credential(w), p::to_json_text(e)));
+    EXPECT_EQ(r.value().status, 200u);
+  });
+  auto reply = run_coro(api.ioc(), with_side(std::move(held), std::move(finish)));
+  long after = run_coro(api.ioc(), api.metric_async("nymph_db_commits_total"));
+  ASSERT_TRUE(reply);
+  auto got = p::parse_as<p::PollResponse>(reply->body).value();
+  ASSERT_EQ(got.jobs.size(), 1u) << reply->body;
+  EXPECT_EQ(got.jobs[0].job_id, second);
+  EXPECT_EQ(after - before, 1) << "commits from the final event to the held poll's reply";
+  EXPECT_EQ(api.job(first).state, p::JobState::succeeded);
+  EXPECT_EQ(api.job(second).state, p::JobState::running);
+
+  // Nothing queued: the final event's transaction finds no job for the poll, which goes on waiting.
+  auto lease2 = got.jobs[0].lease_id;
+  std::string third;
+  auto held2 = api.client().request(
+      Api::req(http::Method::post, p::poll_path(w), api.credential(w), Api::poll_body(0, {{second, lease2}})));
+  auto finish2 = api.when_held(1, [&]() -> asio::awaitable<void> {
+    p::EventRequest e{.lease_id = lease2, .seq = 1, .state = p::EventState::succeeded, .exit_code = 0};
+    auto r = co_await api.client().request(
+        Api::req(http::Method::post, p::events_path(second), api.credential(w), p::to_json_text(e)));
+    EXPECT_EQ(r.value().status, 200u);
+    EXPECT_EQ(co_await api.metric_async("nymph_held_polls"), 1);  // still held after the event's reply
+    p::JobSubmission s;
+    s.spec.argv = std::vector<std::string>{"/bin/true"};
+    auto sub = co_await api.client().request(
+        Api::req(http::Method::post, p::jobs_path(), api.admin(), p::to_json_text(s)));
+    third = p::parse_as<p::JobInfo>(sub.value().body).value().id;
+  });
+  auto reply2 = run_coro(api.ioc(), with_side(std::move(held2), std::move(finish2)));
+  ASSERT_TRUE(reply2);
+  auto got2 = p::parse_as<p::PollResponse>(reply2->body).value();
+  ASSERT_EQ(got2.jobs.size(), 1u) << reply2->body;
+  EXPECT_EQ(got2.jobs[0].job_id, third);
+  EXPECT_EQ(api.job(second).state, p::JobState::succeeded);
 }
 
 TEST(ControlServer, JobWaitIsAnsweredByTheFinalEventOrCancel) {
