@@ -666,7 +666,7 @@ struct Daemon::Impl {
     exit_report_active = true;
     struct Done {
       Impl& d;
-      ~Done() {  // NOLINT(bugprone-exception-escape): Notifier::notify() cancels a timer, which never fails
+      ~Done() {
         d.exit_report_active = false;
         d.state_changed.notify();
       }

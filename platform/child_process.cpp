@@ -168,7 +168,6 @@ std::string ExitStatus::describe() const {
   return "exit status unknown";
 }
 
-// NOLINTNEXTLINE(bugprone-exception-escape): only the implicit destructor of Boost.Process' basic_process can throw
 struct ChildProcess::Impl {
   bp::basic_process<asio::any_io_executor> proc;
   pid_t pid = -1;
