@@ -9,6 +9,7 @@
 // back to back, and the ratio of the two p50s (target: at most 1.2).
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
