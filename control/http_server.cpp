@@ -359,7 +359,8 @@ struct HttpServer::Impl {
   template <class Stream>
   asio::awaitable<void> reject(Stream& stream, Conn& conn, HttpReply r) {
     conn.set(State::rejecting);
-    if (!co_await send(stream, std::move(r), false)) co_return;
+    const bool sent = co_await send(stream, std::move(r), false);
+    if (!sent) co_return;
     auto deadline = std::chrono::steady_clock::now() + kLingerTimeout;
     beast::get_lowest_layer(stream).expires_at(deadline);
     asio::steady_timer pace(ioc);
