@@ -52,7 +52,6 @@ std::optional<std::string> scope_violation(const TokenScope& scope, const std::m
   for (const auto& [key, value] : scope.tags) {
     auto it = tags.find(key);
     if (it == tags.end() || it->second != value)
-      // NOLINTNEXTLINE(performance-inefficient-string-concatenation): built once, on the way out of the loop
       return "this token may only register workers tagged " + key + "=" + value;
   }
   if (scope.runners.empty()) return std::nullopt;
