@@ -218,7 +218,7 @@ TEST(InstallPlan, SlurmExecutableIsShellQuoted) {
 
 TEST(InstallPlan, HostileSlurmValuesRejected) {
   for (const std::string& bad : std::vector<std::string>{"debug\n#SBATCH --uid=0", "a;rm -rf /", "$(reboot)", "a b",
-                                                  "debug,", ",debug", "a'b", "`id`", std::string(129, 'p')}) {
+                                                         "debug,", ",debug", "a'b", "`id`", std::string(129, 'p')}) {
     auto o = slurm_base();
     o.slurm_partition = bad;
     auto e = plan_error(o);
