@@ -25,8 +25,8 @@ CallError classify(unsigned status, std::string_view reply, std::string_view wha
   } else if (status == 409 && body && body->code == "leaseLost") e.kind = CallFailure::fenced;
   else if (body && ((status == 409 && body->code == "attemptFinished") || (status == 413 && body->code == "logCapReached")))
     e.kind = CallFailure::closed;
-  else if (status == 500) e.kind = CallFailure::rejected;  // a bug: retrying the same request repeats it
-  else if (status == 429 || status >= 500) e.kind = CallFailure::transient;
+  // 500 is a bug, so it is rejected (the last branch): retrying the same request repeats it.
+  else if (status == 429 || status > 500) e.kind = CallFailure::transient;
   else e.kind = CallFailure::rejected;
   return e;
 }

@@ -39,7 +39,7 @@ struct CallError {
 
 // Classifies a non-2xx reply to the call `what` ("poll", "event", ...): the kind from the status and the
 // error body's code (docs/protocol.md section 3), and a message naming the call, status and server message.
-CallError classify(unsigned status, std::string_view body, std::string_view what);
+CallError classify(unsigned status, std::string_view reply, std::string_view what);
 
 template <class T>
 using CallResult = boost::system::result<T, CallError>;

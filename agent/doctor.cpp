@@ -459,6 +459,7 @@ asio::awaitable<std::vector<Check>> slurm_checks(const Inputs& in, slurm::Comman
                         "no Slurm command on PATH: only the process runner is advertised",
                         "add Slurm's bin directory to PATH (e.g. `module load slurm`)"));
   std::vector<Check> out;
+  out.reserve(cmds.size());
   for (const auto& c : cmds) out.push_back(co_await version_check(in, commands, c));
   if (cmds[1].path) out.push_back(co_await controller_check(in, commands, *cmds[1].path));
   if (cmds[2].path) out.push_back(co_await accounting_check(in, commands, *cmds[2].path));

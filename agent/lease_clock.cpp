@@ -14,8 +14,8 @@ void LeaseClock::track(const std::string& job_id, milliseconds ttl, Clock::time_
   leases_[job_id] = Lease{ttl, now};
 }
 
-void LeaseClock::renewed(const std::string& job_id, Clock::time_point now) {
-  if (auto it = leases_.find(job_id); it != leases_.end()) it->second.renewed = std::max(it->second.renewed, now);
+void LeaseClock::renewed(const std::string& job_id, Clock::time_point sent) {
+  if (auto it = leases_.find(job_id); it != leases_.end()) it->second.renewed = std::max(it->second.renewed, sent);
 }
 
 void LeaseClock::forget(const std::string& job_id) { leases_.erase(job_id); }

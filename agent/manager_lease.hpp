@@ -131,7 +131,7 @@ Result<void> replace_holder(const std::filesystem::path& state_dir, std::string_
 
 // The value of ClusterName in `scontrol show config` output (slurm::parse_cluster_name), or nullopt when absent or
 // not a valid name (is_valid_cluster_name).
-std::optional<std::string> parse_cluster_name(std::string_view scontrol_show_config);
+std::optional<std::string> parse_cluster_name(std::string_view text);
 
 // True for 1-64 letters, digits, '_', '.', '-' starting with a letter or digit (a cluster name nymph accepts).
 bool is_valid_cluster_name(std::string_view name);

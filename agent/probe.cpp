@@ -41,7 +41,7 @@ ProbeResult probe_host(const ProbeInputs& in) {
   if (in.slurm_runner_enabled) {
     r.sbatch_path = platform::find_on_path(in.sbatch_override.value_or("sbatch"), in.path_env);
     if (r.sbatch_path) {
-      r.runners.push_back("slurm");
+      r.runners.emplace_back("slurm");
       r.tags["host"] = "slurm";
     }
   }

@@ -30,7 +30,7 @@ struct SlurmAllocation {
 };
 
 // KillWait from the output of `scontrol show config` ("KillWait                = 30 sec"), or nullopt.
-std::optional<std::chrono::seconds> parse_kill_wait(std::string_view scontrol_show_config);
+std::optional<std::chrono::seconds> parse_kill_wait(std::string_view text);
 
 // The agent's exit budget (A1, issue 15): `stop_timeout`, inside an allocation at most its KillWait - 3 s
 // (KillWait 30 s when unknown), never below 1 s.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -63,6 +64,7 @@ inline Server start_server(const std::string& binary, const std::string& db, std
   std::vector<std::string> args{binary, "serve", "--listen", listen, "--db", db, "--log-level", "warn"};
   args.insert(args.end(), extra.begin(), extra.end());
   std::vector<char*> c;
+  c.reserve(args.size() + 1);
   for (auto& a : args) c.push_back(a.data());
   c.push_back(nullptr);
   posix_spawn_file_actions_t fa;
@@ -102,7 +104,7 @@ inline long status_kib(pid_t pid, const std::string& key = "VmRSS:") {
 inline double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  auto i = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  auto i = static_cast<std::size_t>(std::llround(q * static_cast<double>(v.size() - 1)));
   return v[std::min(i, v.size() - 1)];
 }
 

@@ -150,7 +150,7 @@ struct Bench {
       sent = Clock::now();
       co_await client.request(req(http::Method::post, p::jobs_path(), admin, body));
       asio::steady_timer t(ioc);
-      while (us.size() < static_cast<std::size_t>(i + 1)) {
+      while (us.size() < static_cast<std::size_t>(i) + 1) {
         t.expires_after(1ms);
         co_await t.async_wait(asio::use_awaitable);
       }

@@ -9,6 +9,7 @@
 // back to back, and the ratio of the two p50s (target: at most 1.2).
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -83,6 +84,7 @@ struct Bench {
 
   asio::awaitable<std::vector<double>> rounds(int n) {
     std::vector<double> us;
+    us.reserve(static_cast<std::size_t>(std::max(n, 0)));
     for (int i = 0; i < n; ++i) us.push_back(co_await round());
     co_return us;
   }
@@ -126,6 +128,7 @@ int main(int argc, char** argv) {
   asio::io_context ioc(1);
   auto client = http::Client::create(ioc.get_executor(), server.url).value();
   std::vector<http::Client> scraper_clients;
+  scraper_clients.reserve(static_cast<std::size_t>(std::max(scrapers, 0)));
   for (int i = 0; i < scrapers; ++i) scraper_clients.push_back(http::Client::create(ioc.get_executor(), server.url).value());
   Bench bench{client, agent, admin, {}};
   std::atomic<bool> stop{false};

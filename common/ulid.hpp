@@ -24,6 +24,7 @@ struct Ulid {
   // The canonical 26-character upper-case text.
   std::string str() const;
 
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 false positive on a defaulted operator<=>
   friend auto operator<=>(const Ulid&, const Ulid&) = default;
 };
 

@@ -359,6 +359,8 @@ struct HttpServer::Impl {
   template <class Stream>
   asio::awaitable<void> reject(Stream& stream, Conn& conn, HttpReply r) {
     conn.set(State::rejecting);
+    // clang-tidy 14 misreads this coroutine's control flow: it reports r as used "in a later loop iteration".
+    // NOLINTNEXTLINE(bugprone-use-after-move): false positive, no loop holds this line
     if (!co_await send(stream, std::move(r), false)) co_return;
     auto deadline = std::chrono::steady_clock::now() + kLingerTimeout;
     beast::get_lowest_layer(stream).expires_at(deadline);

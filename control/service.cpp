@@ -181,7 +181,7 @@ asio::awaitable<HttpReply> Service::handle(AdmittedRequest req) {
 asio::awaitable<HttpReply> Service::handle(HttpRequest req) {
   std::string body = std::move(req.body);
   auto admitted = co_await admit(std::move(req));
-  if (!admitted) co_return std::move(admitted.error());
+  if (!admitted) co_return admitted.error();
   if (body.size() > admitted->body_limit)
     co_return error_reply(413, "bodyTooLarge", "request body exceeds " + std::to_string(admitted->body_limit) + " bytes");
   admitted->request.body = std::move(body);

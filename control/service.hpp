@@ -126,7 +126,7 @@ class Service {
   // 403 when `who` may not call `route` for the worker in `params`.
   static std::optional<HttpReply> check_caller(const protocol::Route& route, const protocol::PathParams& params,
                                                const Principal& who);
-  boost::asio::awaitable<HttpReply> call(AdmittedRequest& req);
+  boost::asio::awaitable<HttpReply> call(AdmittedRequest& a);
   // The caller named by an Authorization header: an API token or a worker credential, from the cache or the
   // database. nullopt when the header is missing, malformed or names no credential.
   boost::asio::awaitable<std::optional<Principal>> authenticate(const std::string& authorization);

@@ -68,7 +68,7 @@ inline std::optional<Target> parse_target(std::string_view target) {
   auto u = boost::urls::parse_origin_form(target);
   if (!u) return std::nullopt;
   Target t;
-  for (auto seg : u->segments()) t.segments.push_back(std::string(seg));
+  for (auto seg : u->segments()) t.segments.emplace_back(seg);
   for (auto p : u->params()) t.params[std::string(p.key)] = std::string(p.value);
   return t;
 }

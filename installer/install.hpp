@@ -47,8 +47,7 @@ struct InstallOutcome {
 // written status.json with its pid within start_timeout; otherwise it is stopped (TERM, then KILL to its process
 // group), launch.json records the failure, and the Error carries the log's last lines. A failed sbatch removes
 // the launch again. Never throws; never stops another launch.
-Result<InstallOutcome> run_install(const InstallOptions& options, const InstallContext& context,
-                                   UlidGenerator& ids);
+Result<InstallOutcome> run_install(const InstallOptions& o, const InstallContext& ctx, UlidGenerator& ids);
 
 // Reads the token from --token-file or standard input (exactly one must be given) and checks it.
 // The Error never contains the token.
@@ -59,10 +58,10 @@ Result<std::string> read_token(const InstallOptions& options, std::istream* inpu
 // siteConfig always has every key: account, qos, partition, launchDir, maxPollDuration, drainGrace,
 // configFragment (strings or null), profilesOnly (bool), maxJobs (number or null), fragmentKeys (the dotted
 // keys the fragment added, e.g. "runners.slurm.poll_interval").
-boost::json::object outcome_json(const InstallOutcome& outcome);
+boost::json::object outcome_json(const InstallOutcome& oc);
 
 // The outcome as the lines a person needs (launch ID, label, log, pid or job id, how to follow it).
-std::string outcome_text(const InstallOutcome& outcome);
+std::string outcome_text(const InstallOutcome& oc);
 
 // The warning printed for every --slurm install.
 extern const char* const kSlurmWarning;

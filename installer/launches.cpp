@@ -158,6 +158,7 @@ std::string pid_or_job(const LaunchInfo& l) {
 // under <state-dir>/managers/*/slurm. An unreadable journal protects the directory it lives in.
 std::vector<fs::path> slurm_dirs_in_use(const ManageContext& ctx, const std::vector<fs::path>& launches) {
   std::vector<fs::path> journals;
+  journals.reserve(launches.size());
   for (const auto& d : launches) journals.push_back(d / runners::slurm::kJournalFile);
   std::error_code ec;
   for (const auto& m : fs::directory_iterator(ctx.state_dir / "managers", ec))
@@ -190,6 +191,7 @@ std::vector<LaunchInfo> list_launches(const ManageContext& ctx) {
   std::optional<std::map<std::string, std::string>> slurm;
   if (needs_slurm(dirs)) slurm = slurm_states(ctx);
   std::vector<LaunchInfo> out;
+  out.reserve(dirs.size());
   for (const auto& d : dirs) out.push_back(inspect(d, ctx, slurm));
   return out;
 }

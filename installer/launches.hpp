@@ -34,10 +34,10 @@ struct LaunchInfo {
 // Every launch under the state directory, oldest first (ULID order), each classified from its record, its
 // status.json, /proc (local launches on this host) and one squeue call (Slurm launches). A missing state
 // directory is an empty list. Never throws.
-std::vector<LaunchInfo> list_launches(const ManageContext& context);
+std::vector<LaunchInfo> list_launches(const ManageContext& ctx);
 
 // JSON of one launch / of the whole list ({"launches": [...]}).
-boost::json::object launch_json(const LaunchInfo& info);
+boost::json::object launch_json(const LaunchInfo& l);
 boost::json::object launches_json(const std::vector<LaunchInfo>& launches);
 
 // A table a person can read, one launch per line.
@@ -46,10 +46,10 @@ std::string launches_text(const std::vector<LaunchInfo>& launches);
 // Finds the launch whose ID (any case) or worker label is `target`, or, for a `wrk_...` target, whose daemon
 // registered as that worker (the workerId in its status.json). An exact launch ID wins over a label, a label
 // over a worker ID. Never throws.
-Result<LaunchInfo> find_launch(const ManageContext& context, const std::string& target);
+Result<LaunchInfo> find_launch(const ManageContext& ctx, const std::string& target);
 
 // True when find_launch would find `target` (reads launch.json and status.json only: no squeue). Never throws.
-bool launch_exists(const ManageContext& context, const std::string& target);
+bool launch_exists(const ManageContext& ctx, const std::string& target);
 
 struct KillOutcome {
   LaunchInfo launch;                      // as found before the kill
@@ -63,7 +63,7 @@ struct KillOutcome {
 // its job. Then waits up to `timeout` for it to go away and reads exitReason. Errors: no such launch, a local
 // launch of another host, signal or scancel failures. Not stopping within `timeout` is reported through
 // `stopped`, not as an Error. Never throws.
-Result<KillOutcome> kill_launch(const ManageContext& context, const std::string& target,
+Result<KillOutcome> kill_launch(const ManageContext& ctx, const std::string& target,
                                 std::chrono::milliseconds timeout);
 
 struct PruneOutcome {
@@ -78,6 +78,6 @@ struct PruneOutcome {
 // identity's journal under <state-dir>/managers/*/slurm). The identity state directories themselves
 // (<state-dir>/managers) are never touched. Leftover temporary directories of interrupted installs older than an hour are removed too.
 // The log is only removed when launch.json names <...>/nymph-<ULID>.log for that launch. Never throws.
-PruneOutcome prune_launches(const ManageContext& context);
+PruneOutcome prune_launches(const ManageContext& ctx);
 
 }  // namespace nymph::installer

@@ -412,7 +412,7 @@ Result<InstallPlan> make_install_plan(const InstallOptions& o, const HostFacts& 
   }
   if (auto r = build_config(plan, *tags, *idle_exit, fragment); !r) return r.error();
   plan.daemon_argv = {host.nymph_exe.native(), "run", "--config", plan.config_path.native()};
-  if (o.replace) plan.daemon_argv.push_back("--replace");
+  if (o.replace) plan.daemon_argv.emplace_back("--replace");
   if (o.slurm) {
     plan.job_name = "lakeshore-nymph-" + plan.launch_id;
     plan.sbatch_script = render_sbatch_script(o, plan);

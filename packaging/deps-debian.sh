@@ -15,6 +15,8 @@ build_pkgs=(
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-filesystem1.81-dev libboost-system1.81-dev
   libtomlplusplus-dev libspdlog-dev libfmt-dev libssl-dev libsqlite3-dev sqlite3 libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # static analysis: clang-tidy (Debian 12's is clang-tidy-14; tests/tidy.sh)
+  clang-tidy
   # deployment: .rpm packaging, static checks (file, objdump), test CAs (openssl)
   rpm openssl
 )

@@ -190,7 +190,7 @@ Result<ChildProcess> ChildProcess::launch(const asio::any_io_executor& exec, Lau
   auto cannot = [&](const std::string& why) { return fail("cannot start " + program + ": " + why); };
 
   if (auto ok = check_no_nul(options); !ok)  // named up to its NUL, as exec would have seen it
-    return fail("cannot start " + std::string(program.c_str()) + ": " + ok.error().message);
+    return fail("cannot start " + program.substr(0, program.find('\0')) + ": " + ok.error().message);
   auto executable = executable_of(options);
   if (!executable) return cannot(executable.error().message);
   if (auto wd = check_working_dir(options.working_dir); !wd) return cannot(wd.error().message);

@@ -167,6 +167,7 @@ int fork_exec(pid_t& pid, const char* executable, const SpawnSetup& setup, int i
 int spawn(pid_t& pid, const std::string& executable, const SpawnSetup& setup, const std::vector<std::string>& argv,
           const std::optional<Environment>& env) {
   std::vector<const char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(a.c_str());
   args.push_back(nullptr);
   std::vector<std::string> entries;

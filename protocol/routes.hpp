@@ -113,7 +113,7 @@ struct RouteMatch {
 // parse_log_stream.
 RouteMatch match_route(std::string_view method, std::string_view path);
 // The same for a path already split into decoded segments ("/v1/jobs/a%2Fb" is {"v1", "jobs", "a/b"}).
-RouteMatch match_route(std::string_view method, const std::vector<std::string>& segments);
+RouteMatch match_route(std::string_view method, const std::vector<std::string>& decoded);
 
 // The request target of `e` with `params` filled in. Ids are used verbatim: they consist of [0-9A-Za-z_-]
 // (is_valid_id), which needs no escaping.

@@ -11,7 +11,7 @@ namespace nymph::slurm {
 // (at most 8 digits; a leading hour count at most 6; a day count at most 6), hours after a day count are
 // below 24, minutes and seconds after the first component below 60. Returns the length (zero included), or
 // nullopt for anything else (no sign, no spaces, no units, no "UNLIMITED"). Never throws.
-std::optional<std::chrono::seconds> parse_duration(std::string_view text);
+std::optional<std::chrono::seconds> parse_duration(std::string_view s);
 
 // A time limit Slurm accepts as a finite limit: parse_duration succeeds and the length is positive (0 means
 // "no limit" to Slurm).

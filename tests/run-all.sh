@@ -4,12 +4,13 @@
 # Installs the Debian packages (packaging/deps-debian.sh), creates the unprivileged lab user the Slurm tests run
 # as (tests/slurm-lab/prepare.sh: their test discovery runs as that user at build time), configures and builds
 # the `ci` preset (Debug, ASan+UBSan, warnings as errors) and the release artifacts (packaging/release.sh: the
-# `static` preset), then runs every ctest label: unit, integration, deploy and slurm. The slurm label's fixture
-# starts the single-node lab cluster (tests/slurm-lab) and stops what it started. Nothing else needs setting up
-# beforehand; tests/slurm-lab/reset.sh undoes everything this creates.
+# `static` preset), runs clang-tidy on what changed (tests/tidy.sh), then runs every ctest label: unit,
+# integration, deploy and slurm. The slurm label's fixture starts the single-node lab cluster (tests/slurm-lab)
+# and stops what it started. Nothing else needs setting up beforehand; tests/slurm-lab/reset.sh undoes everything
+# this creates.
 #
 #   tests/run-all.sh                 everything
-#   NYMPH_TEST_LABELS=unit tests/run-all.sh   only the given ctest label regex
+#   NYMPH_TEST_LABELS=unit tests/run-all.sh   only the given ctest label regex (`tidy` selects the clang-tidy step)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -18,6 +19,12 @@ export PATH=$PATH:/usr/sbin:/sbin
 tests/slurm-lab/prepare.sh
 cmake --preset ci
 cmake --build --preset ci
+# clang-tidy (docs/static-analysis.md) over the translation units changed since .ci/tidy-baseline, or the whole
+# tree when the baseline is missing or a .clang-tidy changed; needs the ci preset's compile_commands.json.
+# Skipped when NYMPH_TEST_LABELS does not select `tidy` (not a ctest label: this step is its only user).
+if [[ -z ${NYMPH_TEST_LABELS:-} || tidy =~ $NYMPH_TEST_LABELS ]]; then
+  nice -n 10 tests/tidy.sh
+fi
 # The portable static binaries and the release artifacts (tarball, .deb, .rpm) that the `deploy` label tests
 # (skipped when NYMPH_TEST_LABELS does not select that label).
 # The optimised build is where GCC's middle-end warnings show (the ci preset is -O0): it must print none.

@@ -75,6 +75,7 @@ Server start_server(const Options& o, const std::string& dir, std::optional<std:
   if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   std::vector<std::string> args{o.binary, "serve", "--listen", "127.0.0.1:0", "--db", dir + "/c.db", "--log-level", "warn"};
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::string log = dir + "/server.log";
@@ -389,7 +390,7 @@ int main(int argc, char** argv) try {
   ::getrlimit(RLIMIT_NOFILE, &lim);
   lim.rlim_cur = lim.rlim_max;
   ::setrlimit(RLIMIT_NOFILE, &lim);
-  if (lim.rlim_cur < static_cast<rlim_t>(std::max(o.clients, o.idle) + 64))
+  if (lim.rlim_cur < static_cast<rlim_t>(std::max(o.clients, o.idle)) + 64)
     throw std::runtime_error("the bench needs more open files than its hard limit " + std::to_string(lim.rlim_max));
   std::printf("nymph-control %s; /healthz every 10 ms on a new connection (failed: no 200 within 2 s)\n",
               o.binary.c_str());

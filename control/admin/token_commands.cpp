@@ -30,7 +30,7 @@ Result<TokenScope> scope_of(const TokenOptions& t) {
 
 std::string scope_text(const protocol::TokenInfo& t) {
   std::string out;
-  for (const auto& [k, v] : t.scope_tags) out += (out.empty() ? "" : ",") + k + "=" + v;
+  for (const auto& [k, v] : t.scope_tags) out.append(out.empty() ? "" : ",").append(k).append("=").append(v);
   for (const auto& r : t.scope_runners) out += (out.empty() ? "runner:" : ",runner:") + r;
   return out.empty() ? "-" : out;
 }

@@ -235,7 +235,7 @@ TrackerAction Tracker::on_sacct(const Result<CommandResult>& r, TrackerAction a)
   if (r && r->exit_code != 0 && sacct_says_accounting_disabled(r->err)) {
     accounting_disabled_ = true;
     fallback = Evidence::no_accounting;
-    a.warnings.push_back("sacct: Slurm accounting storage is disabled; final states come from exit-status files");
+    a.warnings.emplace_back("sacct: Slurm accounting storage is disabled; final states come from exit-status files");
   } else if (!r || r->exit_code != 0) {
     fallback = Evidence::sacct_unavailable;
     a.warnings.push_back("sacct failed (" + describe_failure(r) + "); trying exit-status files, else next cycle");

@@ -51,7 +51,7 @@ class FakeControlPlane final : public ControlPlane {
   Notifier changed;                         // notified on every call
 
   void reply(protocol::PollResponse r) {
-    replies.push_back(std::move(r));
+    replies.emplace_back(std::move(r));
     changed.notify();
   }
 
@@ -108,7 +108,7 @@ class FakeControlPlane final : public ControlPlane {
   asio::awaitable<CallResult<void>> report_exit(std::string, protocol::ExitRequest r) override {
     if (silent) co_return CallError{CallFailure::transient, "exit report: connection refused"};
     exits.push_back(r);
-    calls.push_back("exit");
+    calls.emplace_back("exit");
     changed.notify();
     co_return CallResult<void>{};
   }

@@ -100,8 +100,6 @@ TEST_P(BadConfigs, AreRejectedWithAMessageNamingTheProblem) {
       << "got: " << c.error().message << "\nwanted: " << GetParam().message;
 }
 
-constexpr const char* kUrl = "[server]\nurl = \"http://127.0.0.1:1\"\n";
-
 INSTANTIATE_TEST_SUITE_P(
     Catalogue, BadConfigs,
     ::testing::Values(

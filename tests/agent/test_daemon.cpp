@@ -128,7 +128,7 @@ TEST_F(DaemonTest, UnknownWorkerReRegistersListingRunningAttempts) {
     co_await until([&] { return !cp.polls.empty(); });
     cp.reply({.jobs = {job("j1")}});
     co_await until([&] { return runner.started == 1 && cp.polls.size() >= 2; });
-    cp.replies.push_back(CallError{CallFailure::worker_unknown, "HTTP 404 unknownWorker"});
+    cp.replies.emplace_back(CallError{CallFailure::worker_unknown, "HTTP 404 unknownWorker"});
     cp.changed.notify();
     co_await until([&] { return cp.registrations.size() == 2; });
     daemon->on_signal(Signal::term);
@@ -280,7 +280,7 @@ TEST_F(DaemonTest, ALeaseThatCannotBeRenewedStopsTheJobAndIsReportedLostWhenCont
     co_await until([&] { return runner.started == 1 && cp.event_states("j1").size() == 1; });
     silent_since = Clock::now();
     cp.silent = true;
-    cp.replies.push_back(CallError{CallFailure::transient, "poll: connection reset"});  // ends the held poll
+    cp.replies.emplace_back(CallError{CallFailure::transient, "poll: connection reset"});  // ends the held poll
     cp.changed.notify();
     co_await until([&] { return runner.kills.contains("j1"); });
     EXPECT_GE(Clock::now() - silent_since, 6500ms) << "not before ttl - margin (7 s) since the last renewal";
@@ -306,7 +306,7 @@ TEST_F(DaemonTest, AnExpiredLeaseTheServerAlreadyReQueuedIsDroppedOn409) {
     cp.reply({.jobs = {job("j1")}});
     co_await until([&] { return runner.started == 1 && cp.event_states("j1").size() == 1; });
     cp.silent = true;
-    cp.replies.push_back(CallError{CallFailure::transient, "poll: connection reset"});
+    cp.replies.emplace_back(CallError{CallFailure::transient, "poll: connection reset"});
     cp.changed.notify();
     co_await until([&] { return runner.kills.contains("j1"); });
     cp.fenced_leases.insert("L1");  // the server re-queued the job meanwhile: the job is reported once, by it

@@ -61,7 +61,7 @@ TEST_F(DaemonTest, AnExpiredLeaseStopsAJobThatSurvivesTheAgentWithLeaseExpired) 
     cp.reply({.jobs = {assignment, job("p1", "Lp", "process")}});
     co_await until([&] { return slurm.started == 1 && runner.started == 1; }, &slurm);
     cp.silent = true;
-    cp.replies.push_back(CallError{CallFailure::transient, "poll: connection reset"});
+    cp.replies.emplace_back(CallError{CallFailure::transient, "poll: connection reset"});
     cp.changed.notify();
     co_await until([&] { return slurm.stops.contains("s1"); }, &slurm);
     cp.silent = false;

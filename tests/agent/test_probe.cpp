@@ -120,9 +120,9 @@ TEST(Probe, AnUnlimitedAllocationHasNoEnd) {
 TEST(Probe, AJobSqueueDoesNotShowMeansALocalWorker) {
   FakeBin bin;
   ProbeInputs in = inside_job_42(bin);
-  for (auto answer : {Result<CommandResult>(CommandResult{1, "", "Invalid job id specified\n"}),
-                      Result<CommandResult>(nymph::fail("squeue did not finish within 30s")),
-                      Result<CommandResult>(CommandResult{0, "garbage\n", ""})}) {
+  for (const auto& answer : {Result<CommandResult>(CommandResult{1, "", "Invalid job id specified\n"}),
+                             Result<CommandResult>(nymph::fail("squeue did not finish within 30s")),
+                             Result<CommandResult>(CommandResult{0, "garbage\n", ""})}) {
     FakeSlurm slurm(answer);
     auto r = run_probe(in, slurm);
     EXPECT_EQ(r.backend, "local");

@@ -227,9 +227,9 @@ TEST(ControlLists, WorkersAndJobsComeInPagesThatFollowEachOther) {
   ASSERT_EQ(oldest.jobs.size(), 1u);
   EXPECT_EQ(oldest.jobs[0].id, jobs[0]);
   EXPECT_FALSE(oldest.next_cursor);
-  for (std::string bad : {p::workers_path() + "?limit=0", p::workers_path() + "?limit=1001",
-                          p::workers_path() + "?cursor=no%20such", p::jobs_path() + "?limit=10001",
-                          p::jobs_path() + "?cursor=job_1"})
+  for (const std::string& bad : {p::workers_path() + "?limit=0", p::workers_path() + "?limit=1001",
+                                 p::workers_path() + "?cursor=no%20such", p::jobs_path() + "?limit=10001",
+                                 p::jobs_path() + "?cursor=job_1"})
     EXPECT_EQ(outcome(c.call(http::Method::get, bad, c.admin())), "400 badRequest") << bad;
 }
 
@@ -238,7 +238,7 @@ TEST(ControlLists, ABigListIsCutBySizeAndTheAdminCliFollowsItsPages) {
   Client c(cp);
   auto tags = big_tags();
   for (int i = 0; i < 4; ++i) c.register_worker(nymph::test::fresh_ulid(), tags);
-  for (int i = 0; i < 5; ++i) c.submit(2, std::string((2 << 20) - 1000, 'a' + i));  // about 2 MiB each
+  for (int i = 0; i < 5; ++i) c.submit(2, std::string((2 << 20) - 1000, static_cast<char>('a' + i)));  // about 2 MiB each
   auto first = c.call(http::Method::get, p::workers_path(), c.admin());
   EXPECT_LT(first.body.size(), 8u * 1024 * 1024 + 4u * 1024 * 1024) << "one page is at most the budget plus one worker";
   auto page = p::parse_as<p::WorkerList>(first.body).value();

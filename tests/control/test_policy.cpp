@@ -277,12 +277,12 @@ TEST(Validate, RegistrationIdentity) {
   r.launch_id = "01ABC";
   r.hostname = "h";
   r.runners = {"process"};
-  for (std::string ok : std::vector<std::string>{"", "alice@cluster-a", std::string(200, 'x')}) {
+  for (const std::string& ok : std::vector<std::string>{"", "alice@cluster-a", std::string(200, 'x')}) {
     r.identity = ok;
     EXPECT_TRUE(validate(r)) << ok;
   }
-  for (std::string bad : std::vector<std::string>{std::string(201, 'x'), std::string("alice\n@c"), std::string("a\x1b[2J"),
-                          std::string("caf\xc3\xa9@c")}) {
+  for (const std::string& bad : std::vector<std::string>{std::string(201, 'x'), std::string("alice\n@c"),
+                                                         std::string("a\x1b[2J"), std::string("caf\xc3\xa9@c")}) {
     r.identity = bad;
     auto v = validate(r);
     ASSERT_FALSE(v) << bad;

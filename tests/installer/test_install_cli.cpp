@@ -38,7 +38,7 @@ int closed_port() {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
   socklen_t len = sizeof a;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   ::close(fd);
@@ -164,7 +164,7 @@ TEST_F(InstallCli, SiteOptionsAppearInJsonAndDryRunAndAConflictIsOneError) {
                            "--profiles-only", "--max-jobs", "5", "--max-poll-duration", "12h", "--drain-grace", "2m",
                            "--config-fragment", (root_ / "site.toml").native(), "--cluster", "lab"});
   auto text = args;
-  text.push_back("--dry-run");
+  text.emplace_back("--dry-run");
   auto r = run(text);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (auto what : {"site config:  account A2, qos Q2, partition debug", "[runners.slurm]", "account = 'A2'",
@@ -247,7 +247,7 @@ TEST_F(InstallCli, JsonErrorIsOneObject) {
 
 TEST_F(InstallCli, InstallStartsAPrivateDaemonThatKillStops) {
   auto args = install_args();
-  args.push_back("--json");
+  args.emplace_back("--json");
   auto r = run(args);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   auto o = one_object(r);
@@ -355,7 +355,7 @@ TEST_F(InstallCli, SecondManagerOfTheIdentityIsRefusedAndReplaceTakesOver) {
       << message;
   EXPECT_EQ(one_object(run({"launches", "--json"}))["launches"].as_array().size(), 1u) << "nothing written";
 
-  args.push_back("--replace");
+  args.emplace_back("--replace");
   auto replaced = run(args);
   ASSERT_EQ(replaced.exit_code, 0) << replaced.err << replaced.out;
   EXPECT_FALSE(running(pid));

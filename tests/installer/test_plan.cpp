@@ -116,7 +116,7 @@ TEST(InstallPlan, LabelRules) {
   auto o = base();
   o.label = "gpu-box_1.a";
   EXPECT_EQ(plan_ok(o).worker_label, "gpu-box_1.a-01ARZ3NDEKTSV4RRFFQ69G5FAV");
-  for (std::string bad : std::vector<std::string>{"-x", "a b", "a/b", "x\ny", std::string(65, 'a'), "é"}) {
+  for (const std::string& bad : std::vector<std::string>{"-x", "a b", "a/b", "x\ny", std::string(65, 'a'), "é"}) {
     o.label = bad;
     EXPECT_TRUE(contains(plan_error(o), "--label")) << bad;
   }
@@ -217,8 +217,8 @@ TEST(InstallPlan, SlurmExecutableIsShellQuoted) {
 }
 
 TEST(InstallPlan, HostileSlurmValuesRejected) {
-  for (std::string bad : std::vector<std::string>{"debug\n#SBATCH --uid=0", "a;rm -rf /", "$(reboot)", "a b",
-                                                  "debug,", ",debug", "a'b", "`id`", std::string(129, 'p')}) {
+  for (const std::string& bad : std::vector<std::string>{"debug\n#SBATCH --uid=0", "a;rm -rf /", "$(reboot)", "a b",
+                                                         "debug,", ",debug", "a'b", "`id`", std::string(129, 'p')}) {
     auto o = slurm_base();
     o.slurm_partition = bad;
     auto e = plan_error(o);

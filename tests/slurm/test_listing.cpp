@@ -102,7 +102,7 @@ struct FakeCommands : CommandRunner {
 
 TEST(ListSlurmJobs, JsonFirst) {
   FakeCommands fake;
-  fake.answers.push_back(CommandResult{0, kCapturedJson, ""});
+  fake.answers.emplace_back(CommandResult{0, kCapturedJson, ""});
   boost::asio::io_context ioc;
   auto rows = nymph::test::run_coro(ioc, list_slurm_jobs(fake, {"squeue", std::chrono::seconds(5), "nymphci"}));
   ASSERT_TRUE(rows) << rows.error().message;
@@ -113,8 +113,8 @@ TEST(ListSlurmJobs, JsonFirst) {
 
 TEST(ListSlurmJobs, FallsBackWhenJsonIsUnsupported) {
   FakeCommands fake;
-  fake.answers.push_back(CommandResult{1, "", "squeue: unrecognized option '--json'\n"});
-  fake.answers.push_back(CommandResult{0, "7,RUNNING,debug,2026-11-29T20:46:04,wrap,nymph\n", ""});
+  fake.answers.emplace_back(CommandResult{1, "", "squeue: unrecognized option '--json'\n"});
+  fake.answers.emplace_back(CommandResult{0, "7,RUNNING,debug,2026-11-29T20:46:04,wrap,nymph\n", ""});
   boost::asio::io_context ioc;
   auto rows = nymph::test::run_coro(ioc, list_slurm_jobs(fake, {"/opt/slurm/bin/squeue", std::chrono::seconds(5), "u"}));
   ASSERT_TRUE(rows) << rows.error().message;
@@ -126,8 +126,8 @@ TEST(ListSlurmJobs, FallsBackWhenJsonIsUnsupported) {
 
 TEST(ListSlurmJobs, BothFailing) {
   FakeCommands fake;
-  fake.answers.push_back(nymph::fail("squeue did not finish within 5s"));
-  fake.answers.push_back(CommandResult{1, "", "slurm_load_jobs error: Unable to contact slurm controller\n"});
+  fake.answers.emplace_back(nymph::fail("squeue did not finish within 5s"));
+  fake.answers.emplace_back(CommandResult{1, "", "slurm_load_jobs error: Unable to contact slurm controller\n"});
   boost::asio::io_context ioc;
   auto rows = nymph::test::run_coro(ioc, list_slurm_jobs(fake, {"squeue", std::chrono::seconds(5), "u"}));
   ASSERT_FALSE(rows);

@@ -66,8 +66,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"licenses", "x:1:2"}));
 
 TEST(Options, NulAndOtherControlCharactersAreRejectedByName) {
-  for (std::string bad : {std::string("debug\0x", 7), std::string("debug\n"), std::string("\x1b[31mred"),
-                          std::string("a\vb")}) {
+  for (const std::string& bad : {std::string("debug\0x", 7), std::string("debug\n"), std::string("\x1b[31mred"),
+                                  std::string("a\vb")}) {
     auto r = check_option("partition", bad);
     ASSERT_FALSE(r);
     EXPECT_NE(r.error().message.find("control character"), std::string::npos) << r.error().message;

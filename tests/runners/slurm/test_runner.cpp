@@ -81,7 +81,7 @@ TEST_F(RunnerTest, CompletedJobReportsPendingRunningOutputAndSucceeded) {
   auto runner = make_runner(config());
   Recorder rec;
   rec.on_update = [&](const JobUpdate& u) {
-    if (u.state != JobState::running || rec.updates.size() > 0) return;
+    if (u.state != JobState::running || !rec.updates.empty()) return;
     // The journal holds the submission before `running` is reported.
     auto j = read_journal(launch / kJournalFile).value();
     ASSERT_EQ(j.size(), 1u);

@@ -464,7 +464,7 @@ TEST_F(IdentityTest, ARecycledIdInSqueueIsNotOurs) {
   tracker.add(job());
   start_expecting_squeue(ids({"7"}));
   // Another job now holds id 7: by name, by cluster, or submitted before ours (beyond the margin).
-  for (auto text : {row("7", "COMPLETED", "None", "0", submit, t0, "lab", "someone-elses"),
+  for (const auto& text : {row("7", "COMPLETED", "None", "0", submit, t0, "lab", "someone-elses"),
                     row("7", "COMPLETED", "None", "0", submit, t0, "other", "nymph-a"),
                     row("7", "COMPLETED", "None", "0", t0 - kSubmitTimeMargin - seconds(1), t0, "lab", "nymph-a")}) {
     auto a = step(ev::SqueueDone{out(text)});
