@@ -17,6 +17,8 @@ build_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # deployment: .rpm packaging, static checks (file, objdump), test CAs (openssl)
   rpm openssl
+  # fuzzing: the libFuzzer targets of fuzz/ (preset fuzz)
+  clang-14 libclang-rt-14-dev
 )
 slurm_pkgs=(munge slurm-client slurmctld slurmd slurmdbd mariadb-server)
 
