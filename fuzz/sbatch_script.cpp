@@ -1,9 +1,10 @@
 // Fuzz target: a job assignment as the agent receives it in a poll reply (JSON, protocol::JobAssignment), mapped
 // to a runner JobSpec (agent/job_mapping.hpp), its runConfig.slurm validated against the allow-list
-// (slurm/options.hpp) and rendered into an sbatch script (runners/slurm/script.hpp). Properties: every line of
-// the directive block sbatch reads (the top of the script up to the first line that is neither blank nor a
-// comment) is one nymph writes itself or `#SBATCH --key[=value]` of a validated option whose key is on the
-// allow-list; an implied --time (from timeoutS) is a time limit Slurm holds; no NUL reaches the script.
+// (slurm/options.hpp) and rendered into an sbatch script (runners/slurm/script.hpp). Properties: in the directive
+// block sbatch reads (the top of the script up to the first line that is neither blank nor a comment), every
+// directive line (#SBATCH, or #PBS, which sbatch also reads) is one nymph writes itself or `#SBATCH --key[=value]`
+// of a validated option whose key is on the allow-list; an implied --time (from timeoutS) is a time limit Slurm
+// holds; no NUL reaches the script.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -83,7 +84,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::string_view line = lines[i];
     bool blank = line.find_first_not_of(" \t\r") == std::string_view::npos;
     if (!blank && !line.starts_with('#')) break;  // sbatch stops reading directives here
-    if (blank) continue;
+    bool directive = line.starts_with("#SBATCH") || line.starts_with("#PBS");
+    if (!directive) continue;  // a plain comment
     NYMPH_FUZZ_CHECK(std::find(allowed.begin(), allowed.end(), line) != allowed.end());
   }
   return 0;
