@@ -55,6 +55,10 @@ Result<std::chrono::system_clock::time_point> parse_time(std::string_view text) 
   tm.tm_year = year - 1900;
   tm.tm_mon = mon - 1;
   time_t secs = timegm(&tm);
+  // system_clock counts nanoseconds in 64 bits (1677-09-21 to 2262-04-11); keep a second for the milliseconds.
+  constexpr auto kMaxSeconds =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::duration::max()).count() - 1;
+  if (secs < -kMaxSeconds || secs > kMaxSeconds) return bad();
   return std::chrono::system_clock::time_point(std::chrono::seconds(secs)) + std::chrono::milliseconds(ms);
 }
 

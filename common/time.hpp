@@ -13,7 +13,7 @@ namespace nymph {
 std::string format_time(std::chrono::system_clock::time_point t);
 
 // Parses what format_time produces (and whole seconds, and "+00:00"). Returns an Error naming the text on
-// anything else.
+// anything else, and on a time system_clock cannot hold (nanoseconds: before 1677-09-22 or after 2262-04-11).
 Result<std::chrono::system_clock::time_point> parse_time(std::string_view text);
 
 }  // namespace nymph

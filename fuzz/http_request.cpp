@@ -49,17 +49,23 @@ void check_route_path(const RouteMatch& m, std::string_view method) {
                    again.params.stream == m.params.stream);
 }
 
-// Feeds `bytes` to `parser` until it needs more, finishes or fails. Returns the parse error, if any.
+// Feeds `bytes` to `parser` until it finishes the header (`header_only`) or the message, fails, or needs more
+// than there is (the peer would be waited for). Consumed bytes are removed from `bytes`. Returns the parse
+// error, if any (not need_more).
 boost::beast::error_code feed(bhttp::request_parser<bhttp::string_body>& parser, std::string_view& bytes,
                               bool header_only) {
   boost::beast::error_code ec;
-  while (!bytes.empty() && !(header_only ? parser.is_header_done() : parser.is_done())) {
+  while (!(header_only ? parser.is_header_done() : parser.is_done())) {
     std::size_t used = parser.put(boost::asio::buffer(bytes.data(), bytes.size()), ec);
-    if (ec == bhttp::error::need_more) return {};
-    if (ec) return ec;
     bytes.remove_prefix(used);
-    if (used == 0) break;
+    if (ec == bhttp::error::need_more) {
+      ec = {};
+      if (used == 0) break;  // nothing more to give it
+      continue;
+    }
+    if (ec || (used == 0 && bytes.empty())) break;
   }
+  if (!ec && !header_only && !parser.is_done() && bytes.empty()) parser.put_eof(ec);  // the peer closed
   return ec;
 }
 
@@ -68,7 +74,6 @@ boost::beast::error_code feed(bhttp::request_parser<bhttp::string_body>& parser,
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view bytes = fuzz::as_text(data, size);
   bhttp::request_parser<bhttp::string_body> parser;
-  parser.eager(true);
   parser.header_limit(static_cast<std::uint32_t>(kServerLimits.max_header_bytes));
   parser.body_limit(std::max(kServerLimits.max_json_body, kServerLimits.max_log_chunk));
   if (feed(parser, bytes, true) || !parser.is_header_done()) return 0;
@@ -86,6 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   bool log_bytes = m.route->body == protocol::BodyKind::log_bytes;
   std::size_t limit = log_bytes ? kServerLimits.max_log_chunk : kServerLimits.max_json_body;
   parser.body_limit(limit);
+  parser.eager(true);  // as http::async_read does for the body
   if (feed(parser, bytes, false) || !parser.is_done()) return 0;
   const std::string& body = parser.get().body();
   NYMPH_FUZZ_CHECK(body.size() <= limit);
