@@ -36,11 +36,14 @@ run_one() {
 }
 
 failed=0
-pids=() names=()
-wait_first() {
-  local pid=${pids[0]} name=${names[0]}
-  pids=("${pids[@]:1}") names=("${names[@]:1}")
-  if wait "$pid"; then
+declare -A running=()  # pid -> target
+# Waits for any running target and reports it.
+wait_any() {
+  local pid status=0
+  wait -n -p pid "${!running[@]}" || status=$?
+  local name=${running[$pid]}
+  unset "running[$pid]"
+  if ((status == 0)); then
     local stats
     stats=$(grep -E '^#[0-9]+.*(DONE|pulse|NEW|REDUCE)' "$build/logs/$name.log" | tail -1 || true)
     echo "run.sh: $name ok: $stats"
@@ -53,9 +56,9 @@ wait_first() {
   fi
 }
 for name in "${targets[@]}"; do
-  ((${#pids[@]} < jobs)) || wait_first
+  ((${#running[@]} < jobs)) || wait_any
   run_one "$name" &
-  pids+=($!) names+=("$name")
+  running[$!]=$name
 done
-while ((${#pids[@]} > 0)); do wait_first; done
+while ((${#running[@]} > 0)); do wait_any; done
 exit "$failed"
