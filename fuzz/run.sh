@@ -37,16 +37,10 @@ run_one() {
 
 failed=0
 declare -A running=()  # pid -> target
-# Waits for any running target to end and reports it. (Polls: `wait -n -p` lost a job's pid here, bash 5.2.)
+# Waits for any running target and reports it.
 wait_any() {
-  local pid="" status=0
-  while [[ -z $pid ]]; do
-    for p in "${!running[@]}"; do
-      if ! kill -0 "$p" 2>/dev/null; then pid=$p; break; fi
-    done
-    [[ -n $pid ]] || sleep 1
-  done
-  wait "$pid" || status=$?
+  local pid status=0
+  wait -n -p pid "${!running[@]}" || status=$?
   local name=${running[$pid]}
   unset "running[$pid]"
   if ((status == 0)); then
