@@ -20,6 +20,28 @@ namespace nymph::agent {
 
 namespace {
 
+// The index just past the string that starts at text[i] (a quote): basic ("..."), literal ('...') or their
+// multi-line forms. An unterminated string runs to the end (toml++ reports it). `line` counts its newlines.
+std::size_t skip_toml_string(std::string_view text, std::size_t i, int& line) {
+  const char quote = text[i];
+  const bool multi = text.substr(i, 3) == std::string(3, quote);
+  std::size_t at = i + (multi ? 3 : 1);
+  while (at < text.size()) {
+    char c = text[at];
+    if (c == '\\' && quote == '"') {
+      at += 2;
+      continue;
+    }
+    if (c == '\n') {
+      if (!multi) return at;  // a single-line string cannot continue (toml++ reports it)
+      ++line;
+    }
+    if (c == quote && (!multi || text.substr(at, 3) == std::string(3, quote))) return at + (multi ? 3 : 1);
+    ++at;
+  }
+  return text.size();
+}
+
 // Internal: aborts parsing with a message that already names file, line and key.
 struct ConfigError {
   std::string message;
@@ -47,6 +69,11 @@ class TableReader {
     throw ConfigError{source_ + ":" + std::to_string(n.source().begin.line) + ": " + qualified(key) + ": " + what};
   }
 
+  // Refuses a NUL byte in a string or key (it would cut the path, argument or tag it ends up in).
+  void no_nul(const toml::node& n, const std::string& key, std::string_view text) const {
+    if (text.find('\0') != std::string_view::npos) fail_at(n, key, "must not contain NUL");
+  }
+
   const toml::node* find(const std::string& key) {
     seen_.insert(key);
     return table_.get(key);
@@ -56,7 +83,7 @@ class TableReader {
     if (auto* n = find(key)) {
       auto* s = n->as_string();
       if (!s) fail_at(*n, key, "expected a string, got " + type_name(*n));
-      if (s->get().find('\0') != std::string::npos) fail_at(*n, key, "must not contain NUL");
+      no_nul(*n, key, s->get());
       out = s->get();
     }
   }
@@ -136,6 +163,7 @@ class TableReader {
       for (auto&& [k, v] : *t) {
         auto* s = v.as_string();
         if (!s) fail_at(v, key + "." + std::string(k.str()), "expected a string, got " + type_name(v));
+        no_nul(v, key + "." + std::string(k.str()), std::string(k.str()) + s->get());
         out[std::string(k.str())] = s->get();
       }
     }
@@ -148,6 +176,7 @@ class TableReader {
       for (auto&& v : *a) {
         auto* s = v.as_string();
         if (!s) fail_at(v, key, "expected an array of strings, found " + type_name(v));
+        no_nul(v, key, s->get());
         out.push_back(s->get());
       }
     }
@@ -180,6 +209,8 @@ class TableReader {
   milliseconds to_duration(const toml::node& n, const std::string& key) const {
     if (auto* i = n.as_integer()) {
       if (i->get() < 0) fail_at(n, key, "must not be negative");
+      if (i->get() > std::chrono::duration_cast<std::chrono::seconds>(kMaxDuration).count())
+        fail_at(n, key, "must be at most " + format_duration(kMaxDuration));
       return milliseconds(i->get() * 1000);
     }
     if (auto* s = n.as_string()) {
@@ -289,6 +320,7 @@ void read_profiles(const toml::table& t, const std::string& source, std::vector<
     ProfileConfig p{.name = name};
     if (auto* s = v.as_string()) {
       r.find(name);
+      r.no_nul(v, name, s->get());
       p.script = s->get();
     } else if (auto* sub = v.as_table()) {
       r.find(name);
@@ -324,8 +356,35 @@ void check_required(const AgentConfig& c, const std::string& source) {
 
 }  // namespace
 
+Result<void> check_toml_nesting(std::string_view text, const std::string& source) {
+  int depth = 0, dots = 0, line = 1;
+  auto too_deep = [&](const char* what) {
+    return fail(source + ":" + std::to_string(line) + ": invalid TOML: " + what + " nested deeper than " +
+                std::to_string(kMaxTomlNesting) + " levels");
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\n') {
+      ++line;
+      dots = 0;
+    } else if (c == '#') {
+      i = std::min(text.find('\n', i), text.size()) - 1;
+    } else if (c == '"' || c == '\'') {
+      i = skip_toml_string(text, i, line) - 1;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxTomlNesting) return too_deep("arrays and tables");
+    } else if (c == ']' || c == '}') {
+      depth = std::max(depth - 1, 0);
+    } else if (c == '.' && ++dots > kMaxTomlNesting) {
+      return too_deep("dotted keys");
+    }
+  }
+  return {};
+}
+
 Result<AgentConfig> parse_config(std::string_view text, const std::string& source) {
   AgentConfig config;
+  if (auto ok = check_toml_nesting(text, source); !ok) return ok.error();
   try {
     toml::table root = toml::parse(text, source);
     TableReader top(root, "", source);

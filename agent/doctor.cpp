@@ -19,6 +19,7 @@
 #include "common/coroutine_warning.hpp"
 #include "common/files.hpp"
 #include "common/text.hpp"
+#include "common/time.hpp"
 #include "http/client.hpp"
 #include "platform/environment.hpp"
 #include "slurm/commands.hpp"
@@ -189,7 +190,7 @@ std::optional<SysClock::time_point> parse_http_date(std::string_view text) {
   if (end == nullptr || *end != '\0') return std::nullopt;
   time_t t = ::timegm(&tm);
   if (t == static_cast<time_t>(-1)) return std::nullopt;
-  return SysClock::from_time_t(t);
+  return time_from_ms(static_cast<std::int64_t>(t) * 1000);  // %Y has at most 4 digits: no overflow here
 }
 
 Check clock_skew_check(std::optional<std::string> date_header, SysClock::time_point sent, SysClock::time_point received) {

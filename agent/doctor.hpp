@@ -81,7 +81,8 @@ Check logout_check(std::optional<bool> kill_user_processes, bool lingering, bool
 // "Does the manager come back after a reboot": linger lets the systemd user unit start at boot.
 Check linger_check(bool lingering, bool systemd, const std::string& user);
 
-// Parses an HTTP Date (IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT"). nullopt for anything else.
+// Parses an HTTP Date (IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT"). nullopt for anything else, and for a
+// time system_clock cannot hold (nymph::time_from_ms).
 std::optional<std::chrono::system_clock::time_point> parse_http_date(std::string_view text);
 
 // Clock skew between this host and the server's Date header, taken at the middle of the exchange.

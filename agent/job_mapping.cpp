@@ -1,5 +1,6 @@
 #include "agent/job_mapping.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace nymph::agent {
@@ -14,7 +15,8 @@ runners::JobSpec to_runner_spec(const protocol::JobAssignment& job) {
   spec.command = job.spec.command;
   spec.env = job.spec.env;
   if (job.spec.timeout_s)
-    spec.timeout = std::chrono::seconds(static_cast<long long>(std::ceil(*job.spec.timeout_s)));
+    spec.timeout = std::chrono::seconds(
+        static_cast<long long>(std::ceil(std::clamp(*job.spec.timeout_s, 0.0, protocol::kMaxTimeoutS))));
   if (auto it = job.spec.run_config.find("slurm"); it != job.spec.run_config.end() && it->value().is_object())
     spec.slurm_options = it->value().as_object();
   if (job.spec.payload) {

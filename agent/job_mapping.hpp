@@ -13,8 +13,8 @@
 namespace nymph::agent {
 
 // What one assigned attempt asks its runner to do: ids, kind, argv or command, env, timeout (fractional
-// seconds rounded up to whole seconds), runConfig.slurm (only when it is an object), and for training the
-// profile name and parameters.
+// seconds rounded up to whole seconds, within 0..protocol::kMaxTimeoutS), runConfig.slurm (only when it is an
+// object), and for training the profile name and parameters.
 runners::JobSpec to_runner_spec(const protocol::JobAssignment& job);
 
 // The wire state for a runner state (the same six states).

@@ -26,7 +26,8 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   else if (unit == "d") factor_ms = 86'400'000;
   else return bad();
   double ms = value * factor_ms;
-  if (ms > 1e15) return bad();
+  if (ms > static_cast<double>(kMaxDuration.count()))
+    return fail("invalid duration '" + std::string(text) + "' (at most " + format_duration(kMaxDuration) + ")");
   return std::chrono::milliseconds(static_cast<long long>(std::llround(ms)));
 }
 

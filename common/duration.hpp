@@ -8,8 +8,12 @@
 
 namespace nymph {
 
+// The longest duration nymph reads: 100 years, so that any clock's time point plus it (nanoseconds in 64 bits)
+// cannot overflow.
+inline constexpr std::chrono::milliseconds kMaxDuration = std::chrono::hours(24 * 36'500);
+
 // Parses `text` into milliseconds. Accepts an unsigned integer or decimal followed by ms, s, m, h or d
-// (no unit means seconds). Returns an Error naming the bad text on failure; never throws.
+// (no unit means seconds), at most kMaxDuration. Returns an Error naming the bad text on failure; never throws.
 Result<std::chrono::milliseconds> parse_duration(std::string_view text);
 
 // Formats a duration the way parse_duration reads it back ("1500ms", "30s", "5m", "30d").

@@ -54,8 +54,17 @@ Result<std::chrono::system_clock::time_point> parse_time(std::string_view text) 
     return bad();
   tm.tm_year = year - 1900;
   tm.tm_mon = mon - 1;
-  time_t secs = timegm(&tm);
-  return std::chrono::system_clock::time_point(std::chrono::seconds(secs)) + std::chrono::milliseconds(ms);
+  time_t secs = timegm(&tm);  // years have 4 digits: secs * 1000 cannot overflow
+  auto t = time_from_ms(static_cast<std::int64_t>(secs) * 1000 + ms);
+  if (!t) return bad();
+  return *t;
+}
+
+std::optional<std::chrono::system_clock::time_point> time_from_ms(std::int64_t ms) {
+  using std::chrono::milliseconds;
+  constexpr auto kMaxMs = std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::duration::max()).count();
+  if (ms < -kMaxMs || ms > kMaxMs) return std::nullopt;
+  return std::chrono::system_clock::time_point(milliseconds(ms));
 }
 
 }  // namespace nymph

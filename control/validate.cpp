@@ -112,7 +112,8 @@ Result<void> validate(const protocol::JobSubmission& s, const protocol::Limits& 
   for (const auto& [k, v] : s.spec.env)
     if (!is_env_name(k)) return fail("field 'env': " + q(k) + " is not a valid environment variable name");
   if (auto x = no_nul_in_spec(s.spec); !x) return x;
-  if (s.spec.timeout_s && !(*s.spec.timeout_s > 0)) return fail("field 'timeoutS': must be > 0");
+  if (s.spec.timeout_s && !(*s.spec.timeout_s > 0 && *s.spec.timeout_s <= protocol::kMaxTimeoutS))
+    return fail("field 'timeoutS': must be > 0 and at most " + std::to_string(std::llround(protocol::kMaxTimeoutS)));
   auto slurm = s.spec.run_config.find("slurm");
   if (slurm != s.spec.run_config.end() && !slurm->value().is_object())
     return fail("field 'runConfig.slurm': expected an object");

@@ -51,6 +51,10 @@ Result<Endpoint> parse_endpoint(std::string_view url) {
   // Boost.URL 1.81 reads "http://127.0.0.1.example.com:8470" as host 127.0.0.1 and path ".example.com:8470".
   auto path = u->encoded_path();
   if (!path.empty() && path.front() != '/') return bad_url(url, "the host is not followed by ':port' or '/'");
+  // A host name is what DNS and TLS (SNI, certificate names) take: no percent-encoding ("cp.%CC" would decode
+  // to a byte no resolver or certificate has, and re-rendering it gives another URL).
+  if (u->host_type() == boost::urls::host_type::name && u->encoded_host().find('%') != std::string_view::npos)
+    return bad_url(url, "the host name must not be percent-encoded");
   ep.host = u->encoded_host_address().decode();
   if (ep.host.size() >= 2 && ep.host.front() == '[') ep.host = ep.host.substr(1, ep.host.size() - 2);
   if (ep.host.empty()) return bad_url(url, "no host");

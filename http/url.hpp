@@ -20,7 +20,8 @@ struct Endpoint {
 };
 
 // Parses "http://host[:port][/prefix]" or "https://...". Returns an Error naming the URL for another scheme,
-// user info, a query, a fragment, a missing host, or a port outside 1-65535. Default ports 80 / 443.
+// user info, a query, a fragment, a missing or percent-encoded host, or a port outside 1-65535. Default ports
+// 80 / 443.
 // `loopback` is decided on the parsed host: an IPv4 address (four decimal parts) in 127.0.0.0/8, the IPv6
 // address ::1 (in brackets) or exactly "localhost"; never a name that merely starts with "127.".
 Result<Endpoint> parse_endpoint(std::string_view url);

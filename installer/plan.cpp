@@ -312,6 +312,8 @@ Result<void> build_config(InstallPlan& plan, const std::map<std::string, std::st
   toml::table root = generated_config(plan, tags, idle_exit);
   if (fragment) {
     toml::table parsed;
+    if (auto ok = agent::check_toml_nesting(fragment->text, fragment->path); !ok)
+      return fail("--config-fragment " + ok.error().message);
     try {
       parsed = toml::parse(fragment->text, fragment->path);
     } catch (const toml::parse_error& e) {

@@ -19,6 +19,8 @@ build_pkgs=(
   clang-tidy
   # deployment: .rpm packaging, static checks (file, objdump), test CAs (openssl)
   rpm openssl
+  # fuzzing: the libFuzzer targets of fuzz/ (preset fuzz)
+  clang-14 libclang-rt-14-dev
 )
 slurm_pkgs=(munge slurm-client slurmctld slurmd slurmdbd mariadb-server)
 

@@ -213,8 +213,11 @@ json::value to_value(int i) { return json::value(i); }
 json::value to_value(std::int64_t i) { return json::value(i); }
 json::value to_value(std::uint64_t i) { return json::value(i); }
 json::value to_value(double x) {
-  // Whole numbers are written as integers ("30", not "3E1"); readers accept either.
-  if (std::trunc(x) == x && std::fabs(x) < 9e15) return json::value(static_cast<std::int64_t>(x));
+  // Whole numbers are written as integers ("30", not "3E1"); readers accept either. Every whole double an integer
+  // type holds is, because Boost.JSON 1.81 reads integers exactly but not every "2.5595255555520458E17" (its
+  // double parsing is not correctly rounded), and a peer must read back the value that was sent.
+  if (std::trunc(x) == x && std::fabs(x) < 0x1p63) return json::value(static_cast<std::int64_t>(x));
+  if (std::trunc(x) == x && x >= 0 && x < 0x1p64) return json::value(static_cast<std::uint64_t>(x));
   return json::value(x);
 }
 json::value to_value(const json::object& o) { return json::value(o); }

@@ -123,13 +123,17 @@ struct Payload {
   boost::json::object parameters;
 };
 
+// The longest job timeout (timeoutS): 100 years, common/duration.hpp's kMaxDuration, in seconds. A longer one is
+// refused at submission; a worker treats one from an older server as this long.
+inline constexpr double kMaxTimeoutS = 3'153'600'000;
+
 // What to run, as submitted and as handed to the worker. kind=command: exactly one of argv (non-empty) or
 // command. kind=training: payload, neither argv nor command.
 struct JobSpec {
   std::optional<std::vector<std::string>> argv;
   std::optional<std::string> command;        // run by /bin/sh -c when the worker allows commands
   std::map<std::string, std::string> env;    // names match [A-Za-z_][A-Za-z0-9_]*
-  std::optional<double> timeout_s;           // > 0
+  std::optional<double> timeout_s;           // > 0, at most kMaxTimeoutS
   boost::json::object run_config;            // runConfig, e.g. {"slurm":{"partition":"debug"}}
   std::optional<Payload> payload;
 };

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -48,9 +49,11 @@ std::string shown(std::string_view s) {
   return out + "'";
 }
 
-// The first array/object in `v` with more than kMaxResultElements entries, or nesting deeper than `depth`.
+// The first array/object in `v` with more than kMaxResultElements entries, nesting deeper than `depth`, or a
+// number too large for a double (Boost.JSON reads 1e400 as infinity, which JSON cannot express).
 std::optional<std::string> result_shape_problem(const json::value& v, int depth) {
   if (depth > kMaxResultDepth) return "nested deeper than " + std::to_string(kMaxResultDepth) + " levels";
+  if (v.is_double() && !std::isfinite(v.get_double())) return "a number is too large to represent";
   if (const auto* a = v.if_array()) {
     if (a->size() > kMaxResultElements)
       return "an array has " + std::to_string(a->size()) + " elements (at most " + std::to_string(kMaxResultElements) + ")";

@@ -74,7 +74,8 @@ Result<std::string> render_input(const Profile& profile, const boost::json::valu
 Result<void> write_input(const std::filesystem::path& dir, const std::string& text);
 
 // Checks the text of a result.json: at most `max_bytes`, valid UTF-8 JSON, nested at most kMaxResultDepth
-// deep, at most kMaxResultElements per array or object. Returns the value or an Error saying what is wrong.
+// deep, at most kMaxResultElements per array or object, every number finite. Returns the value or an Error saying
+// what is wrong.
 Result<boost::json::value> check_result(std::string_view text, std::size_t max_bytes = kMaxResultBytes);
 
 // Reads and checks `dir`/result.json (not following a symlink; a regular file only). A missing file is an

@@ -82,7 +82,7 @@ Result<std::vector<SlurmJobRow>> parse_squeue_json_jobs(std::string_view text, s
   for (const auto& j : jobs->get_array()) {
     if (!j.is_object()) continue;
     const auto& o = j.get_object();
-    if (string_field(o, "user_name") != user) continue;
+    if (string_field(o, "user_name") != user || !is_job_id(string_field(o, "job_id"))) continue;
     auto submit = number_field(o, "submit_time");
     rows.push_back(make_row(string_field(o, "job_id"), string_field(o, "job_state"), string_field(o, "partition"),
                             submit ? local_time(*submit) : std::string(), string_field(o, "name"),
@@ -105,7 +105,7 @@ Result<std::vector<SlurmJobRow>> parse_squeue_list(std::string_view text) {
       rest.remove_prefix(rest.find(',') + 1);
     }
     auto last = rest.rfind(',');
-    if (f.size() != 4 || last == std::string_view::npos || f[0].empty())
+    if (f.size() != 4 || last == std::string_view::npos || !is_job_id(f[0]))
       return fail("cannot read squeue line " + printable(line) + " (expected id,state,partition,submit,name,account)");
     rows.push_back(make_row(std::string(f[0]), std::string(f[1]), std::string(f[2]), std::string(f[3]),
                             std::string(rest.substr(0, last)), std::string(rest.substr(last + 1))));

@@ -30,15 +30,16 @@ struct SlurmJobRow {
 std::string_view listing_state(std::string_view slurm_state);
 
 // Parses `squeue --json` output (openapi v0.0.37/38 and later shapes: state as a string or a list, times as
-// numbers or {number}) and keeps only jobs of `user` (Slurm 22.05 ignores --me with --json). Error when
-// the text is not JSON with a "jobs" array.
+// numbers or {number}) and keeps only jobs of `user` (Slurm 22.05 ignores --me with --json) that have an id
+// (is_job_id). Error when the text is not JSON with a "jobs" array.
 Result<std::vector<SlurmJobRow>> parse_squeue_json_jobs(std::string_view json_text, std::string_view user);
 
 // The fallback format: `squeue --me --noheader -o "%i,%T,%P,%V,%j,%a"`.
 inline constexpr std::string_view kListFormat = "%i,%T,%P,%V,%j,%a";
 
 // Parses output in kListFormat. The job name is everything between the 5th comma and the last one (names
-// may contain commas). An account of "(null)" (no accounting) gives no tag. Error quoting a bad line.
+// may contain commas). An account of "(null)" (no accounting) gives no tag. Error quoting a bad line (also one
+// whose id is not is_job_id).
 Result<std::vector<SlurmJobRow>> parse_squeue_list(std::string_view text);
 
 struct ListOptions {

@@ -59,6 +59,10 @@ bool contains_ci(std::string_view hay, std::string_view needle) {
 
 }  // namespace
 
+bool is_job_id(std::string_view id) {
+  return !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) { return c > ' ' && c < 0x7f; });
+}
+
 Result<std::string> parse_sbatch_output(std::string_view out) {
   auto lines = lines_of(out);
   if (lines.empty()) return fail("sbatch printed no job id");
@@ -84,7 +88,7 @@ Result<std::vector<SqueueRow>> parse_squeue(std::string_view out) {
   std::vector<SqueueRow> rows;
   for (auto line : lines_of(out)) {
     auto f = split(line, '|');
-    if (f.size() != 3 || f[0].empty() || f[1].empty())
+    if (f.size() != 3 || !is_job_id(f[0]) || f[1].empty())
       return fail("cannot read squeue line " + printable(line) + " (expected id|state|reason)");
     rows.push_back({std::string(f[0]), std::string(f[1]), std::string(f[2])});
   }
@@ -95,7 +99,7 @@ Result<std::vector<SqueueJob>> parse_squeue_jobs(std::string_view out) {
   std::vector<SqueueJob> rows;
   for (auto line : lines_of(out)) {
     auto f = split_fields(line, 8);
-    if (f.size() != 8 || f[0].empty() || f[1].empty())
+    if (f.size() != 8 || !is_job_id(trim(f[0])) || trim(f[1]).empty())
       return fail("cannot read squeue line " + printable(line) +
                   " (expected id|state|reason|exit_code|submit|start|cluster|name)");
     SqueueJob row;
@@ -121,7 +125,7 @@ Result<std::vector<SacctJob>> parse_sacct_jobs(std::string_view out) {
   std::vector<SacctJob> rows;
   for (auto line : lines_of(out)) {
     auto f = split_fields(line, 6);
-    if (f.size() != 6 || f[0].empty() || f[1].empty())
+    if (f.size() != 6 || !is_job_id(f[0]) || f[1].empty())
       return fail("cannot read sacct line " + printable(line) + " (expected JobID|State|ExitCode|Submit|Cluster|JobName)");
     if (f[0].find('.') != std::string_view::npos) continue;
     auto codes = split(f[2], ':');
@@ -141,7 +145,7 @@ Result<std::vector<SacctRow>> parse_sacct(std::string_view out) {
   std::map<std::string, std::size_t, std::less<>> index;
   for (auto line : lines_of(out)) {
     auto f = split(line, '|');
-    if (f.size() != 3 || f[0].empty() || f[1].empty())
+    if (f.size() != 3 || !is_job_id(f[0]) || f[1].empty())
       return fail("cannot read sacct line " + printable(line) + " (expected JobID|State|ExitCode)");
     if (f[0].find('.') != std::string_view::npos) continue;
     auto codes = split(f[2], ':');

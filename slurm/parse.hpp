@@ -13,6 +13,11 @@
 
 namespace nymph::slurm {
 
+// True when `id` can be a job id as squeue and sacct print it ("42", "42_3", "42_[1-5%2]", "42+1", "42.batch"):
+// 1 to 64 printable ASCII characters, no space. Rows whose id is not are refused by the parsers below (an id is
+// a map key and an scancel/squeue argument: a blank or control character would make it another job's).
+bool is_job_id(std::string_view id);
+
 // Parses sbatch's standard output: `N`, `N;cluster` (--parsable) or `Submitted batch job N[ on cluster C]`.
 // Surrounding whitespace and blank lines are ignored; the last non-empty line counts. Returns the job id
 // ("N"), or an Error quoting the output.
@@ -31,8 +36,8 @@ struct SqueueRow {
 // The squeue format string that parse_squeue reads.
 inline constexpr std::string_view kSqueueFormat = "%i|%T|%r";
 
-// Parses squeue's output in kSqueueFormat. Blank lines are skipped. A line without exactly three fields is
-// an Error quoting it.
+// Parses squeue's output in kSqueueFormat. Blank lines are skipped. A line without exactly three fields, or
+// whose id is not is_job_id or state is empty, is an Error quoting it.
 Result<std::vector<SqueueRow>> parse_squeue(std::string_view out);
 
 // One line of squeue in kSqueueJobFormat, as the Slurm runner's tracking reads it (squeue_jobs_argv): final
@@ -57,7 +62,7 @@ inline constexpr std::string_view kSqueueJobFormat =
 inline constexpr std::string_view kEpochTimeFormat = "%s";
 
 // Parses squeue's output in kSqueueJobFormat. Blank lines are skipped. A line with fewer than eight fields,
-// or without an id or a state, is an Error quoting it.
+// or without an id (is_job_id) or a state, is an Error quoting it.
 Result<std::vector<SqueueJob>> parse_squeue_jobs(std::string_view out);
 
 // The exit code and signal of a raw wait status: {status >> 8, 0} for an exit, {0, signal} for a signal death.
@@ -80,7 +85,7 @@ struct SacctRow {
 inline constexpr std::string_view kSacctFormat = "JobID,State,ExitCode";
 
 // Parses sacct's output. Step lines (ids with a '.') are skipped; when a job appears more than once
-// (requeued), the last line wins. A malformed line is an Error quoting it.
+// (requeued), the last line wins. A malformed line (also: an id that is not is_job_id) is an Error quoting it.
 Result<std::vector<SacctRow>> parse_sacct(std::string_view out);
 
 // One line of `sacct -X -n -P -o kSacctJobFormat`, as the Slurm runner's tracking reads it.

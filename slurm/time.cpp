@@ -68,7 +68,7 @@ std::optional<std::chrono::seconds> parse_duration(std::string_view s) {
 
 bool is_time_limit(std::string_view text) {
   auto d = parse_duration(text);
-  return d && d->count() > 0;
+  return d && d->count() > 0 && *d <= kMaxTimeLimit;
 }
 
 std::optional<std::chrono::seconds> parse_time_left(std::string_view text) {
@@ -77,7 +77,7 @@ std::optional<std::chrono::seconds> parse_time_left(std::string_view text) {
 }
 
 std::string minutes_for(std::chrono::seconds d) {
-  auto minutes = (std::max<std::chrono::seconds::rep>(d.count(), 1) + 59) / 60;
+  auto minutes = (std::clamp<std::chrono::seconds::rep>(d.count(), 1, kMaxTimeLimit.count()) + 59) / 60;
   return std::to_string(minutes);
 }
 

@@ -36,6 +36,16 @@ if [[ -z ${NYMPH_TEST_LABELS:-} || deploy =~ $NYMPH_TEST_LABELS ]]; then
     exit 1
   fi
 fi
+# The fuzz targets (fuzz/README.md), each for a short fixed time on its corpus, two at a time: clang build of the
+# `fuzz` preset (only the parsers the targets need), then fuzz/run.sh. New corpus inputs and crashes stay in
+# build/fuzz. Skipped when NYMPH_TEST_LABELS does not select `fuzz`.
+if [[ -z ${NYMPH_TEST_LABELS:-} || fuzz =~ $NYMPH_TEST_LABELS ]]; then
+  fuzz_start=$SECONDS
+  cmake --preset fuzz
+  cmake --build --preset fuzz
+  fuzz/run.sh "${NYMPH_FUZZ_SECONDS:-15}"
+  echo "run-all: fuzz stage took $((SECONDS - fuzz_start)) s"
+fi
 args=(--preset ci)
 [[ -n ${NYMPH_TEST_LABELS:-} ]] && args+=(-L "$NYMPH_TEST_LABELS")
 exec ctest "${args[@]}"

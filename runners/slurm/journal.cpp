@@ -1,6 +1,7 @@
 #include "runners/slurm/journal.hpp"
 
 #include "common/text.hpp"
+#include "common/time.hpp"
 #include "runners/slurm/script.hpp"
 
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <boost/json/parse.hpp>
@@ -65,14 +67,14 @@ Result<Line> parse_line(std::string_view text) {
   auto num = [&](std::string_view k) -> std::optional<std::int64_t> {
     auto* p = o.if_contains(k);
     if (p && p->is_int64()) return p->get_int64();
-    if (p && p->is_uint64()) return static_cast<std::int64_t>(p->get_uint64());
     return std::nullopt;
   };
   Line line;
   auto* op = str("op");
   auto* job = str("job_id");
   auto attempt = num("attempt");
-  if (!op || !job || !attempt) return fail("missing op, job_id or attempt");
+  if (!op || !job || job->empty() || !attempt) return fail("missing op, job_id or attempt");
+  if (*attempt < 1 || *attempt > std::numeric_limits<int>::max()) return fail("attempt out of range");
   line.op = std::string(*op);
   line.entry.job_id = std::string(*job);
   line.entry.attempt = static_cast<int>(*attempt);
@@ -81,11 +83,14 @@ Result<Line> parse_line(std::string_view text) {
   auto* slurm = str("slurm_job_id");
   auto* dir = str("dir");
   auto at = num("submitted_at_ms");
-  if (line.op != "submit" || !lease || !slurm || !dir || !at) return fail("not a submit or done record");
+  if (line.op != "submit" || !lease || !slurm || slurm->empty() || !dir || !at)
+    return fail("not a submit or done record");
+  auto submitted_at = time_from_ms(*at);
+  if (!submitted_at) return fail("submitted_at_ms out of range");
   line.entry.lease_id = std::string(*lease);
   line.entry.slurm_job_id = std::string(*slurm);
   line.entry.dir = std::string(*dir);
-  line.entry.submitted_at = WallClock::time_point(std::chrono::milliseconds(*at));
+  line.entry.submitted_at = *submitted_at;
   auto* name = str("job_name");
   auto* cluster = str("cluster");
   line.entry.job_name = name ? std::string(*name) : slurm_job_name(line.entry.job_id);

@@ -218,3 +218,39 @@ TEST(Config, LoadRefusesDevicesFifosAndHugeFilesAtOnce) {
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message.find("No such file"), std::string::npos) << missing.error().message;
 }
+
+// Found by fuzz/agent_config: a NUL byte (\u0000) in a tag, a profile's script or a parameter name was accepted;
+// it would cut the argument or path it ends up in.
+TEST(Config, NulBytesAreRefusedInEveryStringAndKey) {
+  const std::string head = "[server]\nurl = \"http://127.0.0.1:8470\"\n";
+  for (std::string bad : {"[worker]\ntags = { site = \"a\\u0000b\" }\n", "[worker]\ntags = { \"s\\u0000\" = \"a\" }\n",
+                          "[profiles]\nsmoke = \"/opt/p/smoke.sh\\u0000x\"\n",
+                          "[profiles.smoke]\nscript = \"/opt/s\"\nparameters = [\"a\\u0000\"]\n"}) {
+    auto c = parse_config(head + bad, "nul.toml");
+    ASSERT_FALSE(c.has_value()) << bad;
+    EXPECT_NE(c.error().message.find("NUL"), std::string::npos) << c.error().message;
+  }
+}
+
+// Found by fuzz/agent_config: a deeply dotted header or key, or deeply nested arrays, made toml++ and nymph recurse
+// once per level (stack overflow, and memory quadratic in the depth when merging a fragment); an integer
+// duration in seconds overflowed when converted to milliseconds.
+TEST(Config, NestingAndHugeDurationsAreRefusedBeforeTheyCostAnything) {
+  const std::string head = "[server]\nurl = \"http://127.0.0.1:8470\"\n";
+  std::string dotted = "[a";
+  for (int i = 0; i < 100'000; ++i) dotted += ".a";
+  auto deep_header = parse_config(head + dotted + "]\n", "deep.toml");
+  ASSERT_FALSE(deep_header.has_value());
+  EXPECT_NE(deep_header.error().message.find("deep.toml:3: invalid TOML: dotted keys nested deeper than 32"),
+            std::string::npos)
+      << deep_header.error().message;
+  auto deep_array = parse_config(head + "x = " + std::string(100'000, '[') + std::string(100'000, ']') + "\n", "a");
+  ASSERT_FALSE(deep_array.has_value());
+  EXPECT_NE(deep_array.error().message.find("arrays and tables nested deeper"), std::string::npos);
+  EXPECT_TRUE(check_toml_nesting("s = \"" + std::string(100, '.') + "[[[[\" # ...." + std::string(50, '{') + "\n"
+                                 "m = '''\n" + std::string(100, '[') + "'''\n", "strings.toml"))
+      << "strings and comments do not count";
+  auto huge = parse_config(head + "[worker]\ndrain_grace = 9223372036854775807\n", "d.toml");
+  ASSERT_FALSE(huge.has_value());
+  EXPECT_NE(huge.error().message.find("at most 36500d"), std::string::npos) << huge.error().message;
+}

@@ -69,6 +69,13 @@ TEST(DoctorClock, ParsesImfFixdateOnly) {
   EXPECT_FALSE(doctor::parse_http_date(""));
 }
 
+// Found by fuzz/text_values: a server Date in the year 5285 overflowed system_clock (undefined behaviour).
+TEST(DoctorClock, DatesSystemClockCannotHoldAreNotDates) {
+  EXPECT_FALSE(doctor::parse_http_date("Sun, 06 Nov 5285 08:49:37 GMT"));
+  EXPECT_FALSE(doctor::parse_http_date("Sun, 06 Nov 1500 08:49:37 GMT"));
+  EXPECT_TRUE(doctor::parse_http_date("Sun, 06 Nov 2261 08:49:37 GMT"));
+}
+
 TEST(DoctorClock, SkewVerdictsUseTheMiddleOfTheExchange) {
   auto server = *doctor::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT");
   auto date = std::optional<std::string>("Sun, 06 Nov 1994 08:49:37 GMT");

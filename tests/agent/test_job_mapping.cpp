@@ -57,6 +57,14 @@ TEST(ToRunnerSpec, TimeoutIsRoundedUpToWholeSeconds) {
   EXPECT_EQ(to_runner_spec(j).timeout, std::chrono::seconds(1));
 }
 
+// Found by fuzz/sbatch_script: a timeoutS of 1e300 (an old or hostile server) overflowed the conversion to
+// seconds (undefined behaviour); it is taken as the longest timeout.
+TEST(ToRunnerSpec, HugeTimeoutsAreTheLongestTimeout) {
+  auto j = assignment();
+  j.spec.timeout_s = 1e300;
+  EXPECT_EQ(to_runner_spec(j).timeout, std::chrono::seconds(static_cast<long long>(protocol::kMaxTimeoutS)));
+}
+
 TEST(ToRunnerSpec, SlurmOptionsAreRunConfigSlurmWhenItIsAnObject) {
   auto j = assignment();
   j.spec.run_config = boost::json::parse(R"({"slurm":{"partition":"debug","time":"10"},"other":{"x":1}})").as_object();

@@ -31,3 +31,15 @@ TEST(Duration, FormatsRoundTrip) {
   EXPECT_EQ(nymph::format_duration(std::chrono::hours(24 * 30)), "30d");
   EXPECT_EQ(nymph::format_duration(std::chrono::hours(36)), "36h");
 }
+
+// Found by fuzz/text_values: up to 1e15 ms was accepted, which overflows a clock's time point (nanoseconds) when
+// added to now.
+TEST(Duration, AtMostAHundredYears) {
+  EXPECT_EQ(parse_duration("36500d").value(), nymph::kMaxDuration);
+  for (auto bad : {"36501d", "999999999999", "1e15ms", "99999999999999999999d"}) {
+    auto r = parse_duration(bad);
+    ASSERT_FALSE(r.has_value()) << bad;
+  }
+  EXPECT_LT(nymph::kMaxDuration.count(),
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds::max()).count() / 2);
+}

@@ -238,6 +238,8 @@ TEST(Validate, Submissions) {
   bad([](auto& x) { x.spec.argv = std::vector<std::string>{}; }, "field 'argv': must not be empty");
   bad([](auto& x) { x.spec.env["1BAD"] = "v"; }, "'1BAD' is not a valid environment variable name");
   bad([](auto& x) { x.spec.timeout_s = 0; }, "timeoutS");
+  // Found by fuzz/sbatch_script: an unbounded timeoutS overflowed the worker's conversion to seconds.
+  bad([](auto& x) { x.spec.timeout_s = 1e300; }, "timeoutS': must be > 0 and at most 3153600000");
   bad([](auto& x) { x.max_attempts = 0; }, "maxAttempts");
   bad([](auto& x) { x.kind = "shell"; }, "field 'kind'");
   bad([](auto& x) { x.kind = "training"; }, "kind training takes a 'payload'");

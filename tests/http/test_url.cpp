@@ -88,3 +88,13 @@ TEST(Endpoint, LoopbackIsDecidedOnTheParsedHost) {
   EXPECT_FALSE(h::parse_endpoint("https://127.attacker.example")->loopback);
   EXPECT_FALSE(h::parse_endpoint("https://127.1")->loopback);
 }
+
+// Found by fuzz/text_values: "https://cp.CC%CCCC.../" was accepted with the host decoded to a lone byte 0xCC,
+// which no resolver or certificate has and which re-renders to a URL that does not parse.
+TEST(ServerUrl, PercentEncodedHostNamesAreRefused) {
+  auto r = nymph::http::parse_endpoint("https://cp.CC%CCCC.example.org/");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("percent-encoded"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(nymph::http::parse_endpoint("https://c%70.example.org"));
+  EXPECT_TRUE(nymph::http::parse_endpoint("https://cp.example.org/a%20b"));
+}

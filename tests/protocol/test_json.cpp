@@ -262,3 +262,17 @@ TEST(Protocol, EventReasonsHaveCamelCaseWireNames) {
   EXPECT_NE(bad.error().message.find("workerStopping, leaseExpired or overCapacity"), std::string::npos)
       << bad.error().message;
 }
+
+// Found by fuzz/protocol_requests: {"olderThanS":255952555555204566} decoded to a double that was re-encoded as
+// 2.5595255555520458E17, which Boost.JSON 1.81 does not read back as the same double. Whole numbers an integer
+// type holds are written as integers, which it reads exactly.
+TEST(Protocol, WholeDoublesRoundTripExactly) {
+  for (double x : {255952555555204566.0, 9.3e15, 1.8e19, -9.2e18, 30.0}) {
+    nymph::protocol::PurgeRequest r{x};
+    auto text = nymph::protocol::to_json_text(r);
+    auto back = nymph::protocol::parse_as<nymph::protocol::PurgeRequest>(text);
+    ASSERT_TRUE(back) << text;
+    EXPECT_EQ(back->older_than_s, x) << text;
+    EXPECT_EQ(nymph::protocol::to_json_text(*back), text);
+  }
+}

@@ -161,6 +161,14 @@ TEST_F(ProfileTest, ResultMustBeValidBoundedJson) {
   EXPECT_ERROR_HAS(check_result(wide + "]"), "10001 elements");
 }
 
+// Found by fuzz/records: Boost.JSON reads a number beyond a double's range as infinity, which was accepted and
+// then reported as the non-JSON 1e99999.
+TEST_F(ProfileTest, ResultNumbersMustBeFinite) {
+  EXPECT_ERROR_HAS(check_result("[1e316, -0.0]"), "too large");
+  EXPECT_ERROR_HAS(check_result(R"({"a":{"b":-1e400}})"), "too large");
+  EXPECT_TRUE(check_result("[1e308, -0.0, 12345678901234567890]"));
+}
+
 TEST_F(ProfileTest, ReadResultNeedsARegularFile) {
   EXPECT_ERROR_HAS(read_result(tmp.path()), "the profile wrote no result.json");
   write("result.json", R"({"ok":true})");

@@ -100,6 +100,17 @@ struct FakeCommands : CommandRunner {
   }
 };
 
+// Found by fuzz/slurm_output: an id with NUL bytes ("7\0\0...") was listed as a job.
+TEST(ParseSqueueList, IdsMustBeJobIds) {
+  EXPECT_FALSE(parse_squeue_list(std::string("7\0\0,PENDING,debug,2026-11-29T20:46:04,wrap,nymph\n", 49)));
+  EXPECT_FALSE(parse_squeue_list("\x01,PENDING,debug,2026-11-29T20:46:04,wrap,nymph\n"));
+  auto r = parse_squeue_json_jobs(R"({"jobs":[{"job_id":"","user_name":"u"},{"job_id":" ","user_name":"u"},)"
+                                  R"({"job_id":8,"user_name":"u","job_state":"RUNNING"}]})", "u");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->size(), 1u) << "jobs without an id are skipped";
+  EXPECT_EQ((*r)[0].id, "8");
+}
+
 TEST(ListSlurmJobs, JsonFirst) {
   FakeCommands fake;
   fake.answers.emplace_back(CommandResult{0, kCapturedJson, ""});

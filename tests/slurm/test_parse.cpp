@@ -127,6 +127,22 @@ TEST(ParseSacctJobs, EveryJobLineIsKeptWithItsIdentity) {
     EXPECT_FALSE(parse_sacct_jobs(bad)) << bad;
 }
 
+// Found by fuzz/slurm_output: a blank id (" |RUNNING|...", trimmed to "") or one with a NUL or control character
+// was accepted as a job, then used as a map key and as an squeue/scancel argument.
+TEST(SlurmJobIds, BlankOrControlCharacterIdsAreRefused) {
+  EXPECT_TRUE(is_job_id("42"));
+  EXPECT_TRUE(is_job_id("42_[1-5%2]"));
+  EXPECT_TRUE(is_job_id("42+1"));
+  for (std::string bad : {std::string(), std::string(" "), std::string("4 2"), std::string("4\x01"),
+                          std::string("4\0", 2), std::string(65, '1'), std::string("4\xc3\xa9")})
+    EXPECT_FALSE(is_job_id(bad)) << bad;
+  EXPECT_FALSE(parse_squeue_jobs(" |RUNNING|None|0|1|1|c|n\n"));
+  EXPECT_FALSE(parse_squeue_jobs("7| |None|0|1|1|c|n\n"));
+  EXPECT_FALSE(parse_squeue(std::string("7\0|RUNNING|None\n", 16)));
+  EXPECT_FALSE(parse_sacct("\x01|COMPLETED|0:0\n"));
+  EXPECT_FALSE(parse_sacct_jobs("\x7f|COMPLETED|0:0|1|c|n\n"));
+}
+
 TEST(ParseSbatch, ClusterAndScontrolClusterName) {
   EXPECT_EQ(parse_sbatch_cluster("42;nymphlab\n"), "nymphlab");
   EXPECT_EQ(parse_sbatch_cluster("42\n"), "");

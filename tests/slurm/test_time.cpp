@@ -1,6 +1,9 @@
 // Slurm's time formats: time limits and the time left squeue prints.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+
 #include <cstdlib>
 #include <ctime>
 
@@ -70,3 +73,15 @@ TEST(SlurmTime, SinceIsLocalTimeForSacct) {
 }
 
 }  // namespace
+
+// Found by fuzz/text_values: "99999999" (minutes) and "999999-23:59:59" passed as time limits, but Slurm computes a
+// --time value in seconds in a 32-bit int: they overflow there into another limit or an error.
+TEST(SlurmTimeLimit, OnlyWhatSlurmsIntArithmeticHolds) {
+  EXPECT_TRUE(is_time_limit("35791393"));
+  EXPECT_FALSE(is_time_limit("35791394"));
+  EXPECT_FALSE(is_time_limit("99999999"));
+  EXPECT_FALSE(is_time_limit("999999-23:59:59"));
+  EXPECT_TRUE(is_time_limit("24855-00:00:00"));
+  EXPECT_EQ(minutes_for(seconds(std::numeric_limits<std::int64_t>::max())), "35791393");
+  EXPECT_TRUE(is_time_limit(minutes_for(hours(24 * 365 * 1000))));
+}

@@ -107,3 +107,23 @@ TEST_F(JournalTest, IdentityFieldsRoundTripAndOldLinesWithoutThemStayReadable) {
 }
 
 }  // namespace
+
+namespace {
+
+// Found by fuzz/records: submitted_at_ms beyond what system_clock holds overflowed (undefined behaviour), and an
+// attempt beyond int or an empty id was read as an entry.
+TEST_F(JournalTest, OutOfRangeNumbersAndEmptyIdsAreCorruption) {
+  for (std::string bad : {R"({"op":"submit","job_id":"a","attempt":1,"lease_id":"l","slurm_job_id":"1","dir":"/d",)"
+                          R"("submitted_at_ms":18000000001223000})",
+                          R"({"op":"submit","job_id":"a","attempt":4294967297,"lease_id":"l","slurm_job_id":"1",)"
+                          R"("dir":"/d","submitted_at_ms":1})",
+                          R"({"op":"submit","job_id":"","attempt":1,"lease_id":"l","slurm_job_id":"1","dir":"/d",)"
+                          R"("submitted_at_ms":1})",
+                          R"({"op":"submit","job_id":"a","attempt":1,"lease_id":"l","slurm_job_id":"","dir":"/d",)"
+                          R"("submitted_at_ms":1})"}) {
+    std::ofstream(path, std::ios::trunc) << bad << "\n" << R"({"op":"done","job_id":"z","attempt":1})" << "\n";
+    EXPECT_FALSE(read_journal(path)) << bad;
+  }
+}
+
+}  // namespace
