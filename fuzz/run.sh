@@ -8,7 +8,7 @@
 # with its dictionary (fuzz/<name>.dict) when there is one. Logs: build/fuzz/logs/<name>.log. A crash, leak,
 # timeout or violated property leaves its input in build/fuzz/crashes/<name>/ and makes this script exit 1,
 # naming the target and the file. Environment: NYMPH_FUZZ_JOBS (default 2) targets at once, NYMPH_FUZZ_BUILD
-# (default build/fuzz) the build directory.
+# (default build/fuzz) the build directory, NYMPH_FUZZ_SEED a fixed libFuzzer seed (CI's runs are reproducible).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -30,7 +30,9 @@ run_one() {
   local dict=()
   [[ -f fuzz/$name.dict ]] && dict=(-dict="fuzz/$name.dict")
   # -rss_limit_mb and -timeout make runaway memory and slow inputs findings too; -max_len bounds one input.
-  nice -n 10 "$bin" "$found" "fuzz/corpus/$name" "${dict[@]}" -max_total_time="$seconds" -max_len=16384 \
+  local seed=()
+  [[ -n ${NYMPH_FUZZ_SEED:-} ]] && seed=(-seed="$NYMPH_FUZZ_SEED")
+  nice -n 10 "$bin" "$found" "fuzz/corpus/$name" "${dict[@]}" "${seed[@]}" -max_total_time="$seconds" -max_len=16384 \
     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$crashes/" \
     >"$build/logs/$name.log" 2>&1
 }

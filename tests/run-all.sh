@@ -43,7 +43,7 @@ if [[ -z ${NYMPH_TEST_LABELS:-} || fuzz =~ $NYMPH_TEST_LABELS ]]; then
   fuzz_start=$SECONDS
   cmake --preset fuzz
   cmake --build --preset fuzz
-  fuzz/run.sh "${NYMPH_FUZZ_SECONDS:-15}"
+  NYMPH_FUZZ_SEED=${NYMPH_FUZZ_SEED:-1} fuzz/run.sh "${NYMPH_FUZZ_SECONDS:-15}"
   echo "run-all: fuzz stage took $((SECONDS - fuzz_start)) s"
 fi
 args=(--preset ci)
