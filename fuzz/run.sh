@@ -8,7 +8,9 @@
 # with its dictionary (fuzz/<name>.dict) when there is one. Logs: build/fuzz/logs/<name>.log. A crash, leak,
 # timeout or violated property leaves its input in build/fuzz/crashes/<name>/ and makes this script exit 1,
 # naming the target and the file. Environment: NYMPH_FUZZ_JOBS (default 2) targets at once, NYMPH_FUZZ_BUILD
-# (default build/fuzz) the build directory, NYMPH_FUZZ_SEED a fixed libFuzzer seed (CI's runs are reproducible).
+# (default build/fuzz) the build directory, NYMPH_FUZZ_SEED a fixed libFuzzer seed and NYMPH_FUZZ_RUNS
+# a cap on inputs per target (CI sets both, so its runs stay alike, though libFuzzer is not bit-for-bit
+# repeatable).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -32,6 +34,7 @@ run_one() {
   # -rss_limit_mb and -timeout make runaway memory and slow inputs findings too; -max_len bounds one input.
   local seed=()
   [[ -n ${NYMPH_FUZZ_SEED:-} ]] && seed=(-seed="$NYMPH_FUZZ_SEED")
+  [[ -n ${NYMPH_FUZZ_RUNS:-} ]] && seed+=(-runs="$NYMPH_FUZZ_RUNS")
   nice -n 10 "$bin" "$found" "fuzz/corpus/$name" "${dict[@]}" "${seed[@]}" -max_total_time="$seconds" -max_len=16384 \
     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$crashes/" \
     >"$build/logs/$name.log" 2>&1

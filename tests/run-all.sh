@@ -43,7 +43,9 @@ if [[ -z ${NYMPH_TEST_LABELS:-} || fuzz =~ $NYMPH_TEST_LABELS ]]; then
   fuzz_start=$SECONDS
   cmake --preset fuzz
   cmake --build --preset fuzz
-  NYMPH_FUZZ_SEED=${NYMPH_FUZZ_SEED:-1} fuzz/run.sh "${NYMPH_FUZZ_SECONDS:-15}"
+  # A fixed seed and an input cap keep CI's runs alike and bounded (not bit-for-bit: two runs of the same commit
+  # here reached coverage a few edges apart); new findings are for fuzz/run.sh by hand to chase.
+  NYMPH_FUZZ_SEED=${NYMPH_FUZZ_SEED:-1} NYMPH_FUZZ_RUNS=${NYMPH_FUZZ_RUNS:-100000} fuzz/run.sh "${NYMPH_FUZZ_SECONDS:-15}"
   echo "run-all: fuzz stage took $((SECONDS - fuzz_start)) s"
 fi
 args=(--preset ci)

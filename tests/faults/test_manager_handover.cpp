@@ -139,11 +139,13 @@ class ManagerHandover : public ::testing::Test {
     return found;
   }
 
-  // Submits kJobs short Slurm jobs (a few seconds of sleep each).
+  // Submits kJobs short Slurm jobs (10 s of sleep each: every one must still be running when the manager is
+  // replaced, some seconds after the first started; with 3 s the first could end first once a submission to an
+  // idle manager was leased at once).
   void submit_jobs() {
     for (int i = 0; i < kJobs; ++i)
       jobs_.push_back(submit(cp_, {"--runner", "slurm", "--slurm-option", "partition=debug", "--max-attempts", "2",
-                                   "--", "/bin/sleep", "3"}));
+                                   "--", "/bin/sleep", "10"}));
   }
 
   // Waits until every job was submitted to Slurm (its attempt carries a Slurm job id: journaled) and returns
