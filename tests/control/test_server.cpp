@@ -153,6 +153,25 @@ class Api {
     return std::stoi(m.substr(at + 18));
   }
 
+  // submit() from a coroutine: queues a /bin/true job and returns its id.
+  asio::awaitable<std::string> submit_async() {
+    p::JobSubmission s;
+    s.spec.argv = std::vector<std::string>{"/bin/true"};
+    auto r = co_await client_.request(req(http::Method::post, p::jobs_path(), admin(), p::to_json_text(s)));
+    co_return p::parse_as<p::JobInfo>(r.value().body).value().id;
+  }
+
+  // Reports, as the worker holding `credential`, that `job`'s attempt under `lease` succeeded (its first event),
+  // from a coroutine; returns the HTTP status.
+  asio::awaitable<unsigned> succeed_async(const std::string& job, const std::string& lease,
+                                          const std::string& credential) {
+    p::EventRequest e{.lease_id = lease, .seq = 1, .state = p::EventState::succeeded, .exit_code = 0};
+    e.at = p::format_time(std::chrono::system_clock::now());
+    auto r = co_await client_.request(
+        req(http::Method::post, p::events_path(job), credential, p::to_json_text(e)));
+    co_return r.value().status;
+  }
+
   // The value of the /metrics line `name` (e.g. nymph_db_commits_total), read with this client's executor.
   asio::awaitable<long> metric_async(std::string name) {
     auto m = co_await client_.request(req(http::Method::get, "/metrics", ""));
@@ -314,10 +333,7 @@ TEST(ControlServer, HeldPollIsWokenBySubmit) {
   std::string job_id;
   auto held = api.client().request(Api::req(http::Method::post, p::poll_path(w), api.credential(w), Api::poll_body(1)));
   auto submit = api.when_held(1, [&]() -> asio::awaitable<void> {
-    p::JobSubmission s;
-    s.spec.argv = std::vector<std::string>{"/bin/true"};
-    auto r = co_await api.client().request(Api::req(http::Method::post, p::jobs_path(), api.admin(), p::to_json_text(s)));
-    job_id = p::parse_as<p::JobInfo>(r.value().body).value().id;
+    job_id = co_await api.submit_async();
   });
   auto reply = run_coro(api.ioc(), with_side(std::move(held), std::move(submit)));
   ASSERT_TRUE(reply);
@@ -341,10 +357,7 @@ TEST(ControlServer, ASubmissionLeasesItsJobToAnIdleHeldPollInOneCommit) {
   auto held = api.client().request(Api::req(http::Method::post, p::poll_path(w), api.credential(w), Api::poll_body(1)));
   auto submit = api.when_held(1, [&]() -> asio::awaitable<void> {
     before = co_await api.metric_async("nymph_db_commits_total");
-    p::JobSubmission s;
-    s.spec.argv = std::vector<std::string>{"/bin/true"};
-    auto r = co_await api.client().request(Api::req(http::Method::post, p::jobs_path(), api.admin(), p::to_json_text(s)));
-    job_id = p::parse_as<p::JobInfo>(r.value().body).value().id;
+    job_id = co_await api.submit_async();
   });
   auto reply = run_coro(api.ioc(), with_side(std::move(held), std::move(submit)));
   after = run_coro(api.ioc(), api.metric_async("nymph_db_commits_total"));
@@ -372,10 +385,7 @@ TEST(ControlServer, AFinalEventLeasesTheNextQueuedJobToTheHeldPollInOneCommit) {
       Api::req(http::Method::post, p::poll_path(w), api.credential(w), Api::poll_body(0, {{first, lease1}})));
   auto finish = api.when_held(1, [&]() -> asio::awaitable<void> {
     before = co_await api.metric_async("nymph_db_commits_total");
-    p::EventRequest e{.lease_id = lease1, .seq = 1, .state = p::EventState::succeeded, .exit_code = 0};
-    auto r = co_await api.client().request(
-        Api::req(http::Method::post, p::events_path(first), api.credential(w), p::to_json_text(e)));
-    EXPECT_EQ(r.value().status, 200u);
+    EXPECT_EQ(co_await api.succeed_async(first, lease1, api.credential(w)), 200u);
   });
   auto reply = run_coro(api.ioc(), with_side(std::move(held), std::move(finish)));
   long after = run_coro(api.ioc(), api.metric_async("nymph_db_commits_total"));
@@ -393,16 +403,9 @@ TEST(ControlServer, AFinalEventLeasesTheNextQueuedJobToTheHeldPollInOneCommit) {
   auto held2 = api.client().request(
       Api::req(http::Method::post, p::poll_path(w), api.credential(w), Api::poll_body(0, {{second, lease2}})));
   auto finish2 = api.when_held(1, [&]() -> asio::awaitable<void> {
-    p::EventRequest e{.lease_id = lease2, .seq = 1, .state = p::EventState::succeeded, .exit_code = 0};
-    auto r = co_await api.client().request(
-        Api::req(http::Method::post, p::events_path(second), api.credential(w), p::to_json_text(e)));
-    EXPECT_EQ(r.value().status, 200u);
+    EXPECT_EQ(co_await api.succeed_async(second, lease2, api.credential(w)), 200u);
     EXPECT_EQ(co_await api.metric_async("nymph_held_polls"), 1);  // still held after the event's reply
-    p::JobSubmission s;
-    s.spec.argv = std::vector<std::string>{"/bin/true"};
-    auto sub = co_await api.client().request(
-        Api::req(http::Method::post, p::jobs_path(), api.admin(), p::to_json_text(s)));
-    third = p::parse_as<p::JobInfo>(sub.value().body).value().id;
+    third = co_await api.submit_async();
   });
   auto reply2 = run_coro(api.ioc(), with_side(std::move(held2), std::move(finish2)));
   ASSERT_TRUE(reply2);
@@ -421,10 +424,7 @@ TEST(ControlServer, JobWaitIsAnsweredByTheFinalEventOrCancel) {
   auto start = Clock::now();
   auto wait = api.client().request(Api::req(http::Method::get, p::job_path(job_id) + "?waitS=30", api.admin()));
   auto finish = api.when_gauge("nymph_held_job_waits", 1, [&]() -> asio::awaitable<void> {
-    p::EventRequest e{.lease_id = lease, .seq = 1, .state = p::EventState::succeeded, .exit_code = 0};
-    e.at = p::format_time(std::chrono::system_clock::now());
-    auto r = co_await api.client().request(Api::req(http::Method::post, p::events_path(job_id), api.lease_credential(lease), p::to_json_text(e)));
-    EXPECT_EQ(r.value().status, 200u);
+    EXPECT_EQ(co_await api.succeed_async(job_id, lease, api.lease_credential(lease)), 200u);
   });
   auto reply = run_coro(api.ioc(), with_side(std::move(wait), std::move(finish)));
   ASSERT_TRUE(reply);
