@@ -91,15 +91,6 @@ struct AgentConfig {
   LogConfig log;
 };
 
-// The most a TOML text nymph reads may nest: brackets and braces open at once, and dots in the keys of one line
-// ("[a.b.c]", "a.b.c = 1"; a float's point counts too). Enough for every config nymph reads.
-inline constexpr int kMaxTomlNesting = 32;
-
-// Refuses TOML `text` (named `source` in messages) that nests deeper than kMaxTomlNesting, with an Error naming the
-// line; strings and comments do not count. Call it before toml::parse: toml++ parses and frees tables recursively,
-// and nymph walks them recursively, so this bounds the stack and memory any text can make them use. Never throws.
-Result<void> check_toml_nesting(std::string_view text, const std::string& source);
-
 // Parses TOML `text` (named `source` in messages). Unknown keys, wrong types and bad values are errors that
 // name the key and its line, as is text check_toml_nesting refuses and a NUL byte in any string or key. Does not
 // touch the filesystem. Never throws.

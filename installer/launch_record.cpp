@@ -159,6 +159,7 @@ Result<StatusSnapshot> parse_status(std::string_view text) {
   s.pid = static_cast<int>(**pid);
   auto state = get_string(o, "state");
   if (!state) return state.error();
+  if (state->empty()) return fail("\"state\" is empty");
   s.state = *state;
   if (auto w = get_string(o, "workerId", false)) s.worker_id = *w;
   if (auto m = get_string(o, "message", false)) s.message = *m;

@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "common/duration.hpp"
+#include "common/toml_nesting.hpp"
 #include "agent/config.hpp"
 #include "agent/manager_lease.hpp"
 #include "http/url.hpp"
@@ -312,7 +313,7 @@ Result<void> build_config(InstallPlan& plan, const std::map<std::string, std::st
   toml::table root = generated_config(plan, tags, idle_exit);
   if (fragment) {
     toml::table parsed;
-    if (auto ok = agent::check_toml_nesting(fragment->text, fragment->path); !ok)
+    if (auto ok = check_toml_nesting(fragment->text, fragment->path); !ok)
       return fail("--config-fragment " + ok.error().message);
     try {
       parsed = toml::parse(fragment->text, fragment->path);

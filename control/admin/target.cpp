@@ -8,6 +8,7 @@
 
 #include "common/files.hpp"
 #include "common/text.hpp"
+#include "common/toml_nesting.hpp"
 #include "http/url.hpp"
 
 namespace nymph::control::admin {
@@ -31,6 +32,7 @@ Result<void> read_config(const std::string& config, std::optional<std::string>& 
                          std::optional<std::string>& token_file, std::optional<std::string>& ca_file) {
   auto text = read_small_file(config, "config file", kMaxConfigFileBytes);
   if (!text) return text.error();
+  if (auto ok = check_toml_nesting(*text, "config file " + config); !ok) return ok.error();
   try {
     auto t = toml::parse(*text, config);
     if (!url) url = t["url"].value<std::string>();

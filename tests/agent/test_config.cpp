@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "agent/config.hpp"
+#include "common/toml_nesting.hpp"
 
 namespace fs = std::filesystem;
 using namespace nymph::agent;
@@ -247,7 +248,7 @@ TEST(Config, NestingAndHugeDurationsAreRefusedBeforeTheyCostAnything) {
   auto deep_array = parse_config(head + "x = " + std::string(100'000, '[') + std::string(100'000, ']') + "\n", "a");
   ASSERT_FALSE(deep_array.has_value());
   EXPECT_NE(deep_array.error().message.find("arrays and tables nested deeper"), std::string::npos);
-  EXPECT_TRUE(check_toml_nesting("s = \"" + std::string(100, '.') + "[[[[\" # ...." + std::string(50, '{') + "\n"
+  EXPECT_TRUE(nymph::check_toml_nesting("s = \"" + std::string(100, '.') + "[[[[\" # ...." + std::string(50, '{') + "\n"
                                  "m = '''\n" + std::string(100, '[') + "'''\n", "strings.toml"))
       << "strings and comments do not count";
   auto huge = parse_config(head + "[worker]\ndrain_grace = 9223372036854775807\n", "d.toml");

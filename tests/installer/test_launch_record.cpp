@@ -103,6 +103,13 @@ TEST(StatusFile, ParsesTheDaemonsFields) {
   EXPECT_FALSE(parse_status("{\"pid\":12,\"state\":"));
 }
 
+// Found by the records fuzz target: a status.json with an empty "state" was read as a launch in no state at all.
+TEST(StatusFile, AnEmptyStateIsNotAState) {
+  auto s = parse_status(R"({"pid":12,"launchI`":"x","state":"","message":"bye"})");
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("\"state\" is empty"), std::string::npos) << s.error().message;
+}
+
 TEST(Classify, LocalLaunches) {
   auto r = local_record();
   EXPECT_EQ(classify(r, {.process_running = true}), LaunchState::running);

@@ -126,3 +126,15 @@ TEST_F(TargetTest, ConfigAndTokenFilesMustBeSmallRegularFiles) {
   ASSERT_FALSE(big);
   EXPECT_NE(big.error().message.find("is larger than 64 KiB"), std::string::npos) << big.error().message;
 }
+
+// Deep nesting costs toml++ stack and memory per level; the admin CLI's config is refused before toml++ sees it,
+// as the agent's is.
+TEST_F(TargetTest, ADeeplyNestedConfigIsRefusedBeforeTomlParsesIt) {
+  auto token = write("t", "nym_x");
+  auto deep = write("deep.toml", "url = 'https://cp:1'\nx = " + std::string(100000, '[') + "\n");
+  auto t = resolve_target({.token_file = token, .config = deep});
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message.find(deep + ":2: invalid TOML: arrays and tables nested deeper than 32 levels"),
+            std::string::npos)
+      << t.error().message;
+}
