@@ -246,6 +246,12 @@ void read_slurm(TableReader& r, SlurmSection& s) {
     }
   }
   r.duration("poll_interval", s.poll_interval);
+  r.duration("poll_interval_max", s.poll_interval_max);
+  if (auto* n = r.find("poll_interval_max"); n && s.poll_interval_max < s.poll_interval)
+    r.fail_at(*n, "poll_interval_max", "must not be shorter than poll_interval");
+  if (!r.find("poll_interval_max")) s.poll_interval_max = std::max(s.poll_interval_max, s.poll_interval);
+  r.integer("rpc_budget_per_minute", s.rpc_budget_per_minute, 1, 100'000);
+  r.duration("exit_scan_interval", s.exit_scan_interval);
   // The site defaults go on sbatch's command line or into #SBATCH lines: the runConfig.slurm grammar.
   for (auto [key, out] : {std::pair<const char*, std::string*>{"account", &s.account}, {"qos", &s.qos},
                           {"partition", &s.partition}}) {

@@ -49,7 +49,10 @@ struct ProcessSection {
 // [runners.slurm]
 struct SlurmSection {
   std::string enabled = "auto";          // auto | true | false
-  milliseconds poll_interval{10'000};
+  milliseconds poll_interval{10'000};      // the quick cycle: after a submission, a cancel, an exit record, a change
+  milliseconds poll_interval_max{60'000};  // the ceiling quiet cycles back off to (≥ poll_interval)
+  int rpc_budget_per_minute = 60;          // slurmctld RPCs in any minute, never exceeded
+  milliseconds exit_scan_interval{2'000};  // how often <launch_dir>/exits is listed (no RPC); 0: never
   std::string account, qos, partition;
   std::filesystem::path launch_dir;      // default: <manager state_dir>/slurm (inside an allocation: the working directory)
   int max_jobs = 100;

@@ -50,6 +50,12 @@ struct Daemon::Impl {
     for (const auto& [name, runner] : runners)
       if (auto* resumable = runner->resumable())
         for (auto& left : resumable->in_flight()) adopt(name, runner, std::move(left));
+    // A runner's trouble (a slurmctld being backed off from) shows in status.json as soon as it changes. The
+    // callback does nothing once this daemon is gone (a runner may outlive it).
+    for (const auto& [name, runner] : runners)
+      runner->on_trouble_change([this, alive = std::weak_ptr<int>(alive)] {
+        if (alive.lock()) write_status();
+      });
   }
 
   // Takes in hand an attempt a previous run left running; registration lists it, and the control plane's
@@ -90,6 +96,7 @@ struct Daemon::Impl {
   bool exit_report_active = false;
   std::optional<Clock::time_point> delivery_deadline;  // A2: no delivery waits past this (set when stopping)
   std::string status_synced;  // state/exitReason last written to status.json with fsync
+  std::shared_ptr<int> alive = std::make_shared<int>(0);  // expires with the daemon: see on_trouble_change
   std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();
 
   // ---- bookkeeping ---------------------------------------------------------------------------------------
@@ -121,6 +128,8 @@ struct Daemon::Impl {
                     .started_at = started_at,
                     .updated_at = std::chrono::system_clock::now(),
                     .running_jobs = active_runs()};
+    for (const auto& [name, runner] : runners)
+      if (auto trouble = runner->trouble(); !trouble.empty()) st.runner_trouble[name] = std::move(trouble);
     if (lifecycle.phase() == Phase::exited && lifecycle.exit_reason())
       st.exit_reason = std::string(to_string(*lifecycle.exit_reason()));
     // Only a change of state or exit reason is fsync'ed: the running-jobs count changes with every job.

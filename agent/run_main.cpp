@@ -232,6 +232,9 @@ std::unique_ptr<runners::slurm::SlurmRunner> make_slurm_runner(asio::any_io_exec
   runners::slurm::SlurmRunnerConfig sc;
   sc.enabled = c.slurm.enabled;
   sc.poll_interval = c.slurm.poll_interval;
+  sc.poll_interval_max = c.slurm.poll_interval_max;
+  sc.rpc_budget_per_minute = c.slurm.rpc_budget_per_minute;
+  sc.exit_scan_interval = c.slurm.exit_scan_interval;
   sc.account = c.slurm.account;
   sc.qos = c.slurm.qos;
   sc.partition = c.slurm.partition;

@@ -30,6 +30,11 @@ Result<void> write_status_file(const std::filesystem::path& path, const DaemonSt
   o["startedAtMs"] = to_unix_ms(s.started_at);
   o["updatedAtMs"] = to_unix_ms(s.updated_at);
   o["runningJobs"] = s.running_jobs;
+  if (!s.runner_trouble.empty()) {
+    json::object trouble;
+    for (const auto& [name, text] : s.runner_trouble) trouble[name] = text;
+    o["runnerTrouble"] = std::move(trouble);
+  }
   std::string text = json::serialize(o) + "\n";
 
   return write_file_atomically(path, text, 0600,
@@ -55,6 +60,9 @@ Result<DaemonStatus> read_status_file(const std::filesystem::path& path) {
     s.started_at = from_unix_ms(o.at("startedAtMs").to_number<std::int64_t>());
     s.updated_at = from_unix_ms(o.at("updatedAtMs").to_number<std::int64_t>());
     s.running_jobs = static_cast<int>(o.at("runningJobs").to_number<std::int64_t>());
+    if (const auto* t = o.if_contains("runnerTrouble"); t && t->is_object())
+      for (const auto& [name, text] : t->as_object())
+        if (text.is_string()) s.runner_trouble[std::string(name)] = std::string(text.as_string());
   } catch (const std::exception& e) {
     return fail(path.string() + " is not a valid status file: " + e.what());
   }

@@ -2,6 +2,7 @@
 // status.json: what `nymph launches` and `nymph kill` read about a running or finished daemon.
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -20,6 +21,7 @@ struct DaemonStatus {
   std::chrono::system_clock::time_point started_at;
   std::chrono::system_clock::time_point updated_at;
   int running_jobs = 0;
+  std::map<std::string, std::string> runner_trouble;  // runner name → Runner::trouble(), for those that have one
 };
 
 // How hard write_status_file makes a write stick.

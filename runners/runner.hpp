@@ -4,6 +4,7 @@
 #include <any>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -147,6 +148,12 @@ class Runner {
   // Called by the agent once the attempt's final event has been delivered: removes what the attempt left
   // on disk (work or job directory) unless the runner is configured to keep it. Unknown ids are ignored.
   virtual void release(const std::string& job_id) = 0;
+  // What is wrong with the runner's backend right now, for status.json and the log ("" when nothing is: the
+  // default). The Slurm runner says so while it backs off from a failing or rate-limiting slurmctld.
+  virtual std::string trouble() const { return {}; }
+  // Has `changed` called (on the runner's executor) each time trouble() changes; replaces an earlier callback.
+  // The default never calls it.
+  virtual void on_trouble_change(std::function<void()> changed) { (void)changed; }
 };
 
 }  // namespace nymph::runners

@@ -57,8 +57,9 @@ void add_body(std::string& s, const JobSpec& spec, const std::filesystem::path& 
        ". Everything from the job below is a quoted word.\n";
   s += "nymph_status_file=" + shell_quote((dir / kExitStatusFile).string()) + "\n";
   s += "rm -f \"$nymph_status_file\"\n";
+  s += "nymph_exit_record=" + shell_quote((dir.parent_path() / kExitRecordDir / dir.filename()).string()) + "\n";
   s += "trap 'nymph_rc=$?; printf \"%s\\n\" \"$nymph_rc\" >\"$nymph_status_file.tmp\" && "
-       "mv -f \"$nymph_status_file.tmp\" \"$nymph_status_file\"' EXIT\n";
+       "mv -f \"$nymph_status_file.tmp\" \"$nymph_status_file\"; true 2>/dev/null >\"$nymph_exit_record\"' EXIT\n";
   s += "trap 'exit 143' TERM\n";
   for (const auto& [name, value] : spec.env) s += "export " + name + "=" + shell_quote(value) + "\n";
   if (spec.command) {

@@ -22,6 +22,10 @@ inline constexpr std::string_view kCommandFile = "command.sh";
 inline constexpr std::string_view kStdoutFile = "stdout.log";
 inline constexpr std::string_view kStderrFile = "stderr.log";
 inline constexpr std::string_view kExitStatusFile = "exit-status";
+// The directory of launch_dir (beside the job directories) where each job's EXIT trap drops an empty file named
+// after its job directory once the exit-status file is written: the runner lists this one directory to learn of
+// ends without asking slurmctld (see SlurmRunnerConfig::exit_scan_interval).
+inline constexpr std::string_view kExitRecordDir = "exits";
 
 // The rendered files of one attempt.
 struct RenderedJob {

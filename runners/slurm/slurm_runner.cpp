@@ -1,5 +1,6 @@
 #include "runners/slurm/slurm_runner.hpp"
 
+#include <set>
 #include <stdexcept>
 
 #include <boost/asio/co_spawn.hpp>
@@ -26,6 +27,18 @@ namespace cli = nymph::slurm;
 // A profile script is read for its #SBATCH lines before each submission; a reviewed script is far smaller.
 constexpr std::size_t kMaxProfileScriptBytes = 4 * 1024 * 1024;
 
+// sbatch calls per attempt that slurmctld may refuse (rate limit, unreachable) before the attempt fails.
+constexpr int kMaxSbatchRefusals = 6;
+
+// True when sbatch's stderr says slurmctld refused the submission before taking it: trying again cannot run
+// the job twice. ("Socket timed out" is not such a refusal: the job may have been queued.)
+bool is_submission_refused(std::string_view err) {
+  std::string t(err);
+  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return t.find("rate limit") != std::string::npos || t.find("unable to contact slurm controller") != std::string::npos ||
+         t.find("connection refused") != std::string::npos;
+}
+
 JobUpdate failed_update(std::string message, std::optional<std::string> slurm_id = std::nullopt) {
   JobUpdate u;
   u.state = JobState::failed;
@@ -50,8 +63,9 @@ struct DiskCleanup {
       if (journaled) {
         if (auto r = journal->mark_done(job_id, attempt); !r) log->error("job {}: {}", job_id, r.error().message);
       }
-      if (keep_dir) return;
       std::error_code ec;
+      fs::remove(dir.parent_path() / kExitRecordDir / dir.filename(), ec);
+      if (keep_dir) return;
       fs::remove_all(dir, ec);
       if (ec) log->warn("job {}: cannot remove {}: {}", job_id, dir.string(), ec.message());
     } catch (const std::exception& e) {  // bad_alloc, or a logger failure: nothing else to tell
@@ -59,6 +73,21 @@ struct DiskCleanup {
     }
   }
 };
+
+// Creates `dir` (launch_dir/exits) 0700 and removes the records in it of attempts not in `in_flight` (left by a
+// cleanup that failed, or by jobs released before a crash). Start-up only: blocks.
+void prepare_exit_records(const fs::path& dir, const std::vector<JournalEntry>& in_flight) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("[runners.slurm] cannot create " + dir.string() + ": " + ec.message());
+  fs::permissions(dir, fs::perms::owner_all, ec);
+  std::set<std::string> wanted;
+  for (const auto& e : in_flight) wanted.insert(e.dir.filename().string());
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code gone;
+    if (!wanted.count(it->path().filename().string())) fs::remove(it->path(), gone);
+  }
+}
 
 // One stream's output file, read from a byte offset on (through the I/O threads: see ship_output).
 class OutputTail {
@@ -88,6 +117,9 @@ struct SlurmRunner::Attempt {
   bool detached = false;
   bool training = false;                   // a training profile: result.json is read once it succeeded
   std::optional<StopReason> stop_requested;  // stop() before the Slurm id was known
+  std::optional<std::chrono::seconds> time_limit;  // the job's timeout (its --time), when run() knows it
+  bool exit_record_seen = false;            // its exit record in kExitRecordDir brought a cycle forward
+  int looks_since_exit_record = 0;          // cycles since then that still found it active
   OutputTail out, err;
 };
 
@@ -100,6 +132,13 @@ SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig confi
       tracker_(TrackerConfig{config_.max_poll_duration, config_.cancel_grace, config_.lost_after_cycles,
                              config_.max_queue_duration}),
       poll_timer_(executor_),
+      pacer_(PollPacerConfig{.quick = config_.poll_interval,
+                             .ceiling = config_.poll_interval_max.count() > 0 ? config_.poll_interval_max
+                                                                              : config_.poll_interval,
+                             .jitter = config_.poll_jitter,
+                             .rpc_budget_per_minute = config_.rpc_budget_per_minute,
+                             .rpc_window = config_.rpc_budget_window,
+                             .seed = std::random_device{}()}),
       random_(std::random_device{}()),
       io_(config_.io_threads) {
   if (auto r = cli::check_sbatch_path(config_.launch_dir); !r)
@@ -111,6 +150,7 @@ SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig confi
   in_flight_ = read_journal(path).value();
   compact_journal(path, in_flight_).value();
   journal_.emplace(Journal::open(path).value());
+  prepare_exit_records(config_.launch_dir / kExitRecordDir, in_flight_);
   if (!in_flight_.empty()) log_->info("slurm journal {}: {} attempt(s) in flight", path.string(), in_flight_.size());
 }
 
@@ -145,6 +185,7 @@ asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter)
   JournalEntry entry{spec.job_id, spec.attempt, spec.lease_id, "", dir, WallClock::now()};
   auto owned = std::make_unique<Attempt>(executor_, std::move(entry), reporter, OutputOffsets{});
   Attempt& a = *owned;
+  a.time_limit = spec.timeout;
   attempts_.emplace(spec.job_id, std::move(owned));
   auto sub = co_await prepare(spec, profile, std::move(input), *options);
   if (!sub) {
@@ -283,16 +324,25 @@ Result<SlurmRunner::Submission> SlurmRunner::prepare_training(const JobSpec& spe
 }
 
 asio::awaitable<Result<cli::CommandResult>> SlurmRunner::submit(const Submission& s) {
-  std::vector<std::string> argv = s.argv;  // GCC 12: named arguments, no conversions inside co_await
-  std::optional<std::map<std::string, std::string>> env = s.env;
-  auto r = co_await commands_->run(std::move(argv), std::move(env), config_.command_timeout);
-  if (!r) co_return fail("sbatch: " + r.error().message);
-  if (r->exit_code != 0) {
+  for (int refusals = 0;; ++refusals) {
+    co_await within_budget(1);
+    std::vector<std::string> argv = s.argv;  // GCC 12: named arguments, no conversions inside co_await
+    std::optional<std::map<std::string, std::string>> env = s.env;
+    auto r = co_await commands_->run(std::move(argv), std::move(env), config_.command_timeout);
+    if (!r) co_return fail("sbatch: " + r.error().message);
+    if (r->exit_code == 0) co_return r;
     std::string err(cli::trim(r->err));
-    co_return fail("sbatch failed (exit status " + std::to_string(r->exit_code) + "): " +
-                   (err.empty() ? std::string(cli::trim(r->out)) : err));
+    std::string why = "sbatch failed (exit status " + std::to_string(r->exit_code) + "): " +
+                      (err.empty() ? std::string(cli::trim(r->out)) : err);
+    // Only a refusal that certainly submitted nothing is tried again; a timeout may have submitted the job.
+    if (!is_submission_refused(err) || refusals + 1 >= kMaxSbatchRefusals) co_return fail(why);
+    std::uniform_real_distribution<double> share(0.5, 1.0);
+    auto wait = controller_backoff(refusals + 1, config_.poll_interval, share(random_));
+    log_->warn("{}; trying again in {} ms", why, wait.count());
+    asio::steady_timer t(executor_, wait);
+    boost::system::error_code ec;
+    co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
-  co_return r;
 }
 
 JobUpdate SlurmRunner::end_without_tracking(const std::string& job_id, const fs::path& dir, JobUpdate u) {
@@ -310,6 +360,8 @@ void SlurmRunner::start_tracking(Attempt& a) {
     a.stop_requested.reset();
     stop(a.entry.job_id, why);
   }
+  pacer_.hurry(PacerClock::now());
+  poll_timer_.cancel();  // a loop waiting for a later cycle looks at the sooner one
   ensure_poll_loop();
 }
 
@@ -437,6 +489,7 @@ void SlurmRunner::release(const std::string& job_id) {
 }
 
 void SlurmRunner::request_cycle() {
+  pacer_.hurry(PacerClock::now());
   cycle_requested_ = true;
   poll_timer_.cancel();
 }
@@ -447,17 +500,11 @@ void SlurmRunner::ensure_poll_loop() {
   asio::co_spawn(executor_, poll_loop(), log_failure(log_, "slurm poll loop"));
 }
 
-std::chrono::milliseconds SlurmRunner::jittered_interval() {
-  std::uniform_real_distribution<double> d(1.0 - config_.poll_jitter, 1.0 + config_.poll_jitter);
-  return std::chrono::milliseconds(static_cast<std::int64_t>(static_cast<double>(config_.poll_interval.count()) * d(random_)));
-}
-
 asio::awaitable<void> SlurmRunner::poll_loop() {
   while (!tracker_.empty()) {
-    if (!cycle_requested_) {
-      boost::system::error_code ec;
-      poll_timer_.expires_after(jittered_interval());
-      co_await poll_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (!cycle_requested_ && PacerClock::now() < pacer_.next_cycle()) {
+      co_await wait_for_cycle();
+      continue;
     }
     cycle_requested_ = false;
     co_await run_cycle();
@@ -465,25 +512,136 @@ asio::awaitable<void> SlurmRunner::poll_loop() {
   poll_running_ = false;
 }
 
+// Sleeps until the next cycle is due, or the next exit-record listing, or request_cycle(). A listing that finds
+// the record of a tracked job's end brings the cycle forward (unless slurmctld is being backed off from).
+asio::awaitable<void> SlurmRunner::wait_for_cycle() {
+  const bool scanning = config_.exit_scan_interval.count() > 0;
+  auto wake = pacer_.next_cycle();
+  if (scanning) wake = std::min(wake, next_exit_scan_);
+  boost::system::error_code ec;
+  poll_timer_.expires_at(wake);
+  co_await poll_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  if (!scanning || cycle_requested_ || PacerClock::now() < next_exit_scan_) co_return;
+  next_exit_scan_ = PacerClock::now() + config_.exit_scan_interval;
+  if (!co_await new_exit_records()) co_return;
+  pacer_.hurry(PacerClock::now());
+  if (pacer_.failures() == 0) cycle_requested_ = true;
+}
+
+// Lists kExitRecordDir once (on the I/O threads) and marks the tracked attempts whose record is new.
+asio::awaitable<bool> SlurmRunner::new_exit_records() {
+  auto list = [dir = config_.launch_dir / kExitRecordDir] {
+    std::set<std::string> names;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      names.insert(it->path().filename().string());
+    return names;
+  };
+  const std::set<std::string> names = co_await io_.run(std::move(list));
+  bool fresh = false;
+  for (auto& [job_id, a] : attempts_) {
+    if (a->entry.slurm_job_id.empty() || a->exit_record_seen || !names.count(a->entry.dir.filename().string())) continue;
+    a->exit_record_seen = true;
+    fresh = true;
+  }
+  co_return fresh;
+}
+
 asio::awaitable<void> SlurmRunner::run_cycle() {
   TrackerEvent event = tracker_event::CycleStart{};
+  bool changed = false;
+  cycle_trouble_.clear();
   for (;;) {
     TrackerAction action = tracker_.resume(event, WallClock::now());
     for (const auto& w : action.warnings) log_->warn("slurm: {}", w);
+    changed = changed || !action.reports.empty();
     deliver(std::move(action.reports));
-    if (action.step == TrackerStep::cycle_done) co_return;
+    if (action.step == TrackerStep::cycle_done) break;
     event = co_await perform(action);
   }
+  const auto outcome = !cycle_trouble_.empty() ? CycleOutcome::controller_trouble
+                       : changed               ? CycleOutcome::changed
+                                               : CycleOutcome::quiet;
+  pacer_.cycle_done(PacerClock::now(), outcome, cycle_trouble_, until_expected_end());
+  if (outcome != CycleOutcome::controller_trouble) {
+    set_trouble("");
+    look_again_at_recorded_ends();
+    co_return;
+  }
+  auto wait = std::chrono::duration_cast<std::chrono::seconds>(pacer_.next_cycle() - PacerClock::now());
+  set_trouble("slurmctld: " + cycle_trouble_ + " (" + std::to_string(pacer_.failures()) +
+              " failed cycle(s) in a row; next try in " + std::to_string(wait.count()) + " s)");
+}
+
+// A job whose exit record was listed but that squeue still shows active is ending (slurmd reports the batch
+// script's exit a moment later): the next cycle comes 1 s later, doubling per such look up to poll_interval, not
+// after the backed-off wait, when slurmctld may have purged the job already.
+void SlurmRunner::look_again_at_recorded_ends() {
+  constexpr std::chrono::milliseconds kFirstLook{1000};
+  std::optional<std::chrono::milliseconds> soonest;
+  for (auto& [job_id, a] : attempts_) {
+    if (!a->exit_record_seen || !tracker_.tracking(a->entry.slurm_job_id)) continue;
+    auto wait = std::min<std::chrono::milliseconds>(kFirstLook * (1 << std::min(a->looks_since_exit_record++, 6)),
+                                                    config_.poll_interval);
+    soonest = soonest ? std::min(*soonest, wait) : wait;
+  }
+  if (soonest) pacer_.due_within(PacerClock::now(), *soonest);
+}
+
+// How long until the soonest time limit of a running job, when one is known.
+std::optional<std::chrono::milliseconds> SlurmRunner::until_expected_end() const {
+  std::optional<std::chrono::milliseconds> soonest;
+  const auto now = WallClock::now();
+  for (const auto& [job_id, a] : attempts_) {
+    if (!a->time_limit || a->entry.slurm_job_id.empty()) continue;
+    auto started = tracker_.started_at(a->entry.slurm_job_id);
+    if (!started) continue;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*started + *a->time_limit - now);
+    left = std::max(left, std::chrono::milliseconds(0));
+    if (!soonest || left < *soonest) soonest = left;
+  }
+  return soonest;
+}
+
+void SlurmRunner::set_trouble(std::string text) {
+  if (text == trouble_) return;
+  if (text.empty()) log_->info("slurm: slurmctld answers again");
+  else log_->warn("slurm: {}", text);
+  trouble_ = std::move(text);
+  if (on_trouble_change_) on_trouble_change_();
+}
+
+// Remembers, for the cycle in progress, a squeue or scancel answer that says slurmctld is failing.
+void SlurmRunner::note_controller_answer(std::string_view what, const Result<cli::CommandResult>& r) {
+  std::string text;
+  if (!r) text = r.error().message;
+  else if (r->exit_code != 0) text = std::string(cli::trim(r->err));
+  if (text.empty() || !is_controller_trouble(text)) return;
+  cycle_trouble_ = text.starts_with(what) ? std::move(text) : std::string(what) + ": " + text;
+}
+
+// Waits until `rpcs` more slurmctld RPCs fit in the budget, then counts them as made.
+asio::awaitable<void> SlurmRunner::within_budget(int rpcs) {
+  for (;;) {
+    auto delay = pacer_.rpc_delay(PacerClock::now(), rpcs);
+    if (delay.count() == 0) break;
+    asio::steady_timer t(executor_, delay);
+    boost::system::error_code ec;
+    co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  pacer_.spend(PacerClock::now(), rpcs);
 }
 
 asio::awaitable<TrackerEvent> SlurmRunner::perform(const TrackerAction& action) {
   switch (action.step) {
     case TrackerStep::scancel: {
       auto r = co_await command(cli::scancel_argv(config_.scancel, action.slurm_ids));
+      note_controller_answer("scancel", r);
       co_return TrackerEvent(tracker_event::ScancelDone{std::move(r)});
     }
     case TrackerStep::squeue: {
       auto r = co_await command(cli::squeue_jobs_argv(config_.squeue, action.slurm_ids));
+      note_controller_answer("squeue", r);
       co_return TrackerEvent(tracker_event::SqueueDone{std::move(r)});
     }
     case TrackerStep::sacct: {
@@ -497,6 +655,11 @@ asio::awaitable<TrackerEvent> SlurmRunner::perform(const TrackerAction& action) 
 }
 
 asio::awaitable<Result<cli::CommandResult>> SlurmRunner::command(std::vector<std::string> argv) {
+  // sacct asks slurmdbd; squeue and scontrol are one slurmctld RPC each, scancel one per job id.
+  if (argv[0] != config_.sacct) {
+    const bool scancel = argv[0] == config_.scancel;
+    co_await within_budget(scancel ? static_cast<int>(argv.size()) - 1 : 1);
+  }
   // Times in squeue's and sacct's answers as epoch seconds, whatever the time zones of this host and slurmctld.
   auto env = cli::scrubbed_environment();
   env["SLURM_TIME_FORMAT"] = std::string(cli::kEpochTimeFormat);

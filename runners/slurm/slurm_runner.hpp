@@ -37,6 +37,7 @@
 #include "runners/runner.hpp"
 #include "runners/slurm/io_pool.hpp"
 #include "runners/slurm/journal.hpp"
+#include "runners/slurm/poll_pacer.hpp"
 #include "runners/slurm/tracker.hpp"
 #include "slurm/command_runner.hpp"
 #include "slurm/options.hpp"
@@ -46,8 +47,20 @@ namespace nymph::runners::slurm {
 // [runners.slurm], as a value. Durations can be milliseconds in tests.
 struct SlurmRunnerConfig {
   std::string enabled = "auto";                      // auto | true | false: read by the agent, not the runner
-  std::chrono::milliseconds poll_interval{10'000};   // one squeue per interval, jittered by ±poll_jitter
+  // The poll cycle (runners/slurm/poll_pacer.hpp): one squeue (+ at most one sacct) poll_interval after a
+  // submission, a cancel, an exit record or a cycle that saw a change; each quiet cycle doubles the wait up to
+  // poll_interval_max (0: poll_interval, a fixed rate); jittered by ±poll_jitter.
+  std::chrono::milliseconds poll_interval{10'000};
+  std::chrono::milliseconds poll_interval_max{0};
   double poll_jitter = 0.2;
+  // slurmctld RPCs (each sbatch, squeue and scontrol call, each job id given to scancel) in any window of
+  // rpc_budget_window: a call that would exceed it waits. sacct (slurmdbd) is not counted. 0: no budget (the
+  // agent always sets one: [runners.slurm] rpc_budget_per_minute, default 60).
+  int rpc_budget_per_minute = 0;
+  std::chrono::milliseconds rpc_budget_window{60'000};  // a minute; tests shorten it
+  // How often launch_dir/exits (kExitRecordDir) is listed for the exit records of ended jobs: one directory
+  // listing, no RPC; a new record brings the next cycle forward. 0: never listed.
+  std::chrono::milliseconds exit_scan_interval{2'000};
   std::string account, qos, partition;               // site defaults: every sbatch, unless the job or profile sets them
   std::filesystem::path launch_dir;                  // job directories + journal; must be visible to nodes
   int max_jobs = 100;                                // attempts tracked at once; more fail at once
@@ -142,6 +155,10 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   // Number of attempts being tracked (submitted, not ended).
   std::size_t tracked() const { return tracker_.size(); }
 
+  // "" while slurmctld answers; while the runner backs off from it, what failed and when it tries again.
+  std::string trouble() const override { return trouble_; }
+  void on_trouble_change(std::function<void()> changed) override { on_trouble_change_ = std::move(changed); }
+
  private:
   struct Attempt;
   struct Finished {
@@ -179,8 +196,14 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   boost::asio::awaitable<Result<nymph::slurm::CommandResult>> command(std::vector<std::string> argv);
   boost::asio::awaitable<tracker_event::ExitFilesRead> read_exit_files(const std::vector<std::string>& slurm_ids);
   void deliver(std::vector<TrackerReport> reports);
-  std::chrono::milliseconds jittered_interval();
   void request_cycle();
+  boost::asio::awaitable<void> wait_for_cycle();
+  boost::asio::awaitable<bool> new_exit_records();
+  boost::asio::awaitable<void> within_budget(int rpcs);
+  void note_controller_answer(std::string_view what, const Result<nymph::slurm::CommandResult>& r);
+  void set_trouble(std::string text);
+  std::optional<std::chrono::milliseconds> until_expected_end() const;
+  void look_again_at_recorded_ends();
 
   boost::asio::any_io_executor executor_;
   SlurmRunnerConfig config_;
@@ -195,6 +218,11 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   boost::asio::steady_timer poll_timer_;
   bool poll_running_ = false;
   bool cycle_requested_ = false;
+  PollPacer pacer_;
+  PacerClock::time_point next_exit_scan_{};
+  std::string cycle_trouble_;      // the controller failure of the cycle in progress ("" : none)
+  std::string trouble_;            // trouble(), as last announced
+  std::function<void()> on_trouble_change_;
   std::optional<std::string> scontrol_cluster_;  // ClusterName, once asked
   std::minstd_rand random_;
   IoPool io_;  // last: destroyed (joined) first, while everything its work touches still exists

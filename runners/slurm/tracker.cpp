@@ -58,6 +58,12 @@ bool Tracker::ours(const Job& job, std::string_view name, std::string_view clust
   return true;
 }
 
+std::optional<WallClock::time_point> Tracker::started_at(std::string_view slurm_id) const {
+  auto it = jobs_.find(slurm_id);
+  if (it == jobs_.end()) return std::nullopt;
+  return it->second.started_at;
+}
+
 void Tracker::remove(std::string_view slurm_id) {
   if (auto it = jobs_.find(slurm_id); it != jobs_.end()) jobs_.erase(it);
 }

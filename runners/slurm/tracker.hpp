@@ -111,6 +111,8 @@ class Tracker {
   void request_cancel(std::string_view slurm_id, CancelCause cause);
 
   bool tracking(std::string_view slurm_id) const { return jobs_.find(slurm_id) != jobs_.end(); }
+  // When Slurm started the tracked job `slurm_id`, once a cycle has seen it running (nullopt before, or unknown).
+  std::optional<WallClock::time_point> started_at(std::string_view slurm_id) const;
   std::size_t size() const { return jobs_.size(); }
   bool empty() const { return jobs_.empty(); }
   // True once sacct has said accounting storage is disabled; sacct is not run again after that.

@@ -23,10 +23,26 @@ TEST(Config, MinimalFileGetsDefaults) {
   EXPECT_TRUE(c->process.allow_commands);
   EXPECT_EQ(c->slurm.enabled, "auto");
   EXPECT_EQ(c->slurm.max_poll_duration, 24h);
+  EXPECT_EQ(c->slurm.poll_interval, 10s);
+  EXPECT_EQ(c->slurm.poll_interval_max, 60s);
+  EXPECT_EQ(c->slurm.rpc_budget_per_minute, 60);
+  EXPECT_EQ(c->slurm.exit_scan_interval, 2s);
   EXPECT_EQ(c->log.level, "info");
   EXPECT_EQ(c->manager.cluster, "");
   EXPECT_EQ(c->manager.state_dir, "");
   EXPECT_EQ(c->manager.heartbeat_interval, 10s);
+}
+
+TEST(Config, APollIntervalPastTheDefaultCeilingRaisesIt) {
+  auto c = parse_config("[server]\nurl = \"http://127.0.0.1:8470\"\n[runners.slurm]\npoll_interval = \"2m\"\n", "t.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->slurm.poll_interval_max, 2min);
+  c = parse_config("[server]\nurl = \"http://127.0.0.1:8470\"\n[runners.slurm]\npoll_interval = \"1s\"\n"
+                   "poll_interval_max = \"5m\"\nrpc_budget_per_minute = 20\nexit_scan_interval = 0\n", "t.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->slurm.poll_interval_max, 5min);
+  EXPECT_EQ(c->slurm.rpc_budget_per_minute, 20);
+  EXPECT_EQ(c->slurm.exit_scan_interval, 0s);
 }
 
 TEST(Config, ManagerSection) {
@@ -136,6 +152,12 @@ INSTANTIATE_TEST_SUITE_P(
                   "bad.toml:4: runners.slurm.account: invalid value \"a b\" (expected an account name"},
         BadConfig{"slurm partition grammar", "[server]\nurl = \"http://127.0.0.1:1\"\n[runners.slurm]\npartition = \"-x\"\n",
                   "runners.slurm.partition: invalid value \"-x\""},
+        BadConfig{"slurm ceiling below the quick cycle",
+                  "[server]\nurl = \"http://127.0.0.1:1\"\n[runners.slurm]\npoll_interval = \"30s\"\npoll_interval_max = \"5s\"\n",
+                  "bad.toml:5: runners.slurm.poll_interval_max: must not be shorter than poll_interval"},
+        BadConfig{"slurm rpc budget zero",
+                  "[server]\nurl = \"http://127.0.0.1:1\"\n[runners.slurm]\nrpc_budget_per_minute = 0\n",
+                  "runners.slurm.rpc_budget_per_minute: must be between 1 and 100000, got 0"},
         BadConfig{"unknown slurm key", "[server]\nurl = \"http://127.0.0.1:1\"\n[runners.slurm]\npartitions = \"x\"\n",
                   "unknown key runners.slurm.partitions"},
         BadConfig{"relative profile", "[server]\nurl = \"http://127.0.0.1:1\"\n[profiles]\nsmoke = \"smoke.sh\"\n",

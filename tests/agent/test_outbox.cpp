@@ -166,6 +166,12 @@ TEST(StatusFile, RoundTripsAtomically) {
   EXPECT_EQ(back->pid, 42);
   EXPECT_EQ(back->exit_reason, "sigterm");
   EXPECT_EQ(back->started_at, s.started_at);
+  EXPECT_TRUE(back->runner_trouble.empty());
+  s.runner_trouble["slurm"] = "slurmctld: squeue: error: Rate limit exceeded";
+  ASSERT_TRUE(write_status_file(dir / "status.json", s, StatusDurability::unsynced).has_value());
+  back = read_status_file(dir / "status.json");
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back->runner_trouble, s.runner_trouble);
   std::filesystem::remove_all(dir);
 }
 

@@ -5,11 +5,14 @@
 // it and a reporter to a SlurmRunner.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +47,19 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
   int squeue_calls = 0;
   std::string cluster = "nymphlab";        // printed in squeue's and sacct's rows
   bool accounting = true;                  // false: sacct fails as on a cluster without slurmdbd
+  int sbatch_refusals = 0;                 // refuse this many sbatch calls as rate limited first
+
+  // slurmctld's per-user RPC rate limit as Slurm 23.02 does it (rl_enable): a bucket of `capacity` tokens that
+  // refills `per_second` tokens a second (Slurm's defaults: 30 and 2). Each sbatch, squeue and scontrol call,
+  // and each id given to scancel, takes a token; a call that finds none is refused ("Rate limit exceeded").
+  struct RateLimit {
+    double capacity = 30, per_second = 2;
+    double tokens = capacity;
+    std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+  };
+  std::optional<RateLimit> rate_limit;
+  int rate_limited = 0;                                        // calls refused by rate_limit
+  std::vector<std::chrono::steady_clock::time_point> rpc_times;  // of each slurmctld RPC asked for, refused too
 
   int count(const std::string& program) const {
     int n = 0;
@@ -72,8 +88,31 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
     return ids;
   }
 
+  // Takes `n` tokens from the bucket at `now`, or none when it holds fewer.
+  bool take_tokens(std::chrono::steady_clock::time_point now, int n) {
+    auto& b = *rate_limit;
+    b.tokens = std::min(b.capacity, b.tokens + std::chrono::duration<double>(now - b.at).count() * b.per_second);
+    b.at = now;
+    if (b.tokens < n) return false;
+    b.tokens -= n;
+    return true;
+  }
+
   nymph::Result<CommandResult> answer(const std::vector<std::string>& argv) {
     const std::string& prog = argv[0];
+    if (prog != "sacct") {
+      const auto now = std::chrono::steady_clock::now();
+      const int rpcs = prog == "scancel" ? static_cast<int>(argv.size()) - 1 : 1;
+      for (int i = 0; i < rpcs; ++i) rpc_times.push_back(now);
+      if (rate_limit && !take_tokens(now, rpcs)) {
+        ++rate_limited;
+        return CommandResult{1, "", prog + ": error: Rate limit exceeded, please try again later\n"};
+      }
+    }
+    if (prog == "sbatch" && sbatch_refusals > 0) {
+      --sbatch_refusals;
+      return CommandResult{1, "", "sbatch: error: Batch job submission failed: Rate limit exceeded\n"};
+    }
     if (prog == "sbatch") {
       if (!sbatch_answer || sbatch_answer->exit_code != 0) return sbatch_answer;
       std::string id = std::to_string(next_id++);

@@ -3,6 +3,8 @@
 // record belongs to another job. Nothing leaks and nothing is misreported.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <boost/asio/io_context.hpp>
 
 #include "common/logging.hpp"
@@ -62,9 +64,11 @@ TEST_F(FaultTest, APreparationFailureAfterTheDirectoryExistsLeavesNothing) {
   EXPECT_EQ(fake.count("sbatch"), 0);
   runner->release("a");
   runner.reset();
-  EXPECT_TRUE(fs::is_empty(launch) || (fs::exists(launch / kJournalFile) && std::distance(fs::directory_iterator(launch),
-                                                                                         fs::directory_iterator()) == 1))
-      << "only the journal is left in launch_dir";
+  std::set<std::string> left;
+  for (const auto& e : fs::directory_iterator(launch)) left.insert(e.path().filename().string());
+  EXPECT_EQ(left, (std::set<std::string>{std::string(kJournalFile), std::string(kExitRecordDir)}))
+      << "only the journal and the (empty) exit-record directory are left in launch_dir";
+  EXPECT_TRUE(fs::is_empty(launch / kExitRecordDir));
 }
 
 TEST_F(FaultTest, APreparedTrainingJobThatFailsAfterItsDirectoryExistsLeavesNothing) {
