@@ -164,6 +164,9 @@ Result<StatusSnapshot> parse_status(std::string_view text) {
   if (auto w = get_string(o, "workerId", false)) s.worker_id = *w;
   if (auto m = get_string(o, "message", false)) s.message = *m;
   if (auto* r = o.if_contains("exitReason"); r && r->is_string()) s.exit_reason = std::string(r->as_string());
+  if (auto* t = o.if_contains("runnerTrouble"); t && t->is_object())
+    for (const auto& [name, text] : t->as_object())
+      if (text.is_string() && !text.as_string().empty()) s.runner_trouble[std::string(name)] = std::string(text.as_string());
   return s;
 }
 

@@ -3,6 +3,7 @@
 // (written by the daemon), and the state a launch is in given what can be observed about it now.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@ struct StatusSnapshot {
   std::string worker_id;
   std::optional<std::string> exit_reason;
   std::string message;
+  std::map<std::string, std::string> runner_trouble;  // "runnerTrouble": runner name → what is wrong with its backend
 };
 
 // JSON form of a record (camelCase keys, null for absent pid / job id).

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/slurm_rpcs/run.sh [BUILD_DIR] [N...]: slurmctld RPCs per poll cycle of the Slurm runner with 1, 100
 # and 1000 tracked (held) jobs, and its RSS, on the lab cluster. Needs root (runs the bench as the lab user)
-# and a running lab (tests/slurm-lab/start.sh). Build a non-sanitized tree for meaningful RSS figures:
+# and a running lab (tests/slurm-lab/start.sh). NYMPH_BENCH_IDLE_S=S measures instead, for N = 100 and 1000 (or
+# the N given), slurmctld RPCs per minute over S seconds with nothing changing: a fixed 10 s cycle, then the
+# agent's defaults (10 s doubling to 60 s). Build a non-sanitized tree for meaningful RSS figures:
 #   cmake -S . -B build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build build/release --target nymph-bench-slurm-rpcs
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -9,5 +11,5 @@ BUILD=$(cd "${1:-$HERE/../../build/release}" && pwd)
 shift || true
 . /var/lib/nymph-slurm-lab/env.sh
 cd /
-exec runuser -u "$SLURM_LAB_USER" -- env SLURM_CONF="$SLURM_CONF" \
+exec runuser -u "$SLURM_LAB_USER" -- env SLURM_CONF="$SLURM_CONF" ${NYMPH_BENCH_IDLE_S:+NYMPH_BENCH_IDLE_S=$NYMPH_BENCH_IDLE_S} \
   "$BUILD/bench/slurm_rpcs/nymph-bench-slurm-rpcs" "$SLURM_LAB_JOBS_DIR/nymph-bench-$$" "$@"

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -167,9 +168,78 @@ void bench(int n, int cycles, const std::filesystem::path& base) {
   ioc.run_for(3s);
 }
 
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// slurmctld RPCs per minute (sdiag, all message types but sdiag's own) while a runner tracks the held jobs `ids`
+// and nothing changes, over `seconds` after a warm-up cycle: with a fixed cycle (poll_interval 10 s, the old
+// behaviour) when `adaptive` is false, else with the agent's defaults (10 s doubling to 60 s, budget 60/min).
+void idle_rate(const std::vector<std::string>& ids, bool adaptive, int seconds, const std::filesystem::path& dir) {
+  asio::io_context ioc;
+  SlurmRunnerConfig c;
+  c.launch_dir = dir;
+  c.poll_interval = 10s;
+  c.poll_interval_max = adaptive ? 60s : 10s;
+  c.rpc_budget_per_minute = adaptive ? 60 : 0;
+  c.max_jobs = static_cast<int>(ids.size());
+  c.output_interval = 10s;
+  auto counting = std::make_unique<CountingCommands>();
+  CountingCommands& cmds = *counting;
+  SlurmRunner runner(ioc.get_executor(), c, std::move(counting), nymph::null_logger());
+  NullReporter reporter;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    std::string job = "idle-" + std::to_string(i);
+    JournalEntry e{job, 1, "lease", ids[i], c.launch_dir / (job + "-1"), WallClock::now()};
+    asio::co_spawn(ioc, runner.resume(e, reporter), rethrow_error);
+  }
+  run_until(ioc, [&] { return cmds.squeue_calls >= 1; }, 120s);  // warm-up cycle
+  auto before = rpc_counts();
+  const int squeue_before = cmds.squeue_calls;
+  const double cpu_before = cpu_seconds();
+  ioc.run_for(std::chrono::seconds(seconds));
+  auto d = diff(before, rpc_counts());
+  long total = 0;
+  for (const auto& [t, v] : d) total += v;
+  const double minutes = seconds / 60.0;
+  std::printf("N=%-5zu %-8s  slurmctld RPCs/min=%.2f  squeue/min=%.2f  agent CPU/min=%.1f ms  over %d s\n",
+              ids.size(), adaptive ? "adaptive" : "fixed", double(total) / minutes,
+              double(cmds.squeue_calls - squeue_before) / minutes, (cpu_seconds() - cpu_before) * 1000 / minutes, seconds);
+  std::fflush(stdout);
+  for (std::size_t i = 0; i < ids.size(); ++i) runner.stop("idle-" + std::to_string(i), StopReason::shutdown);
+  ioc.run();  // every resume() returns (detached), the poll loop ends
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // NYMPH_BENCH_IDLE_S=S: instead of the per-cycle figures, slurmctld RPCs per minute over S seconds with nothing
+  // changing, fixed cycle then adaptive, for each N (the held jobs are shared by both runs).
+  if (const char* idle = std::getenv("NYMPH_BENCH_IDLE_S")) {
+    std::vector<int> sizes{100, 1000};
+    std::filesystem::path base = argc > 1 ? argv[1] : "/var/lib/nymph-slurm-lab/jobs/nymph-bench";
+    if (argc > 2) {
+      sizes.clear();
+      for (int i = 2; i < argc; ++i) sizes.push_back(std::stoi(argv[i]));
+    }
+    std::filesystem::remove_all(base);
+    std::printf("slurmctld RPCs per minute with nothing changing (sdiag, its own calls excluded); load %s",
+                run_text("cat /proc/loadavg").c_str());
+    for (int n : sizes) {
+      auto ids = submit_held(n);
+      idle_rate(ids, false, std::stoi(idle), base / ("fixed-" + std::to_string(n)));
+      idle_rate(ids, true, std::stoi(idle), base / ("adaptive-" + std::to_string(n)));
+      for (std::size_t i = 0; i < ids.size(); i += 200) {
+        std::string cmd = "scancel";
+        for (std::size_t j = i; j < std::min(ids.size(), i + 200); ++j) cmd += " " + ids[j];
+        run_text(cmd);
+      }
+    }
+    std::filesystem::remove_all(base);
+    return 0;
+  }
   std::vector<int> sizes{1, 100, 1000};
   int cycles = 3;
   std::filesystem::path base = argc > 1 ? argv[1] : "/var/lib/nymph-slurm-lab/jobs/nymph-bench";

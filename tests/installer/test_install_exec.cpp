@@ -490,3 +490,13 @@ TEST_F(InstallExec, LaunchDirThatIsNoDirectoryOrAMissingFragmentIsRefusedBeforeA
   EXPECT_NE(r.error().message.find("--config-fragment"), std::string::npos) << r.error().message;
   EXPECT_FALSE(fs::exists(root_ / "state"));
 }
+
+// `nymph launches --json` carries what status.json says is wrong with a runner's backend, so lakeshore can show it.
+TEST(LaunchJson, ARunnersTroubleIsShownAndOmittedWhenThereIsNone) {
+  LaunchInfo l{.launch_id = "01ARZ3NDEKTSV4RRFFQ69G5FAV", .state = LaunchState::running};
+  l.status = StatusSnapshot{.pid = 12, .state = "serving"};
+  EXPECT_FALSE(launch_json(l).contains("runnerTrouble"));
+  l.status->runner_trouble["slurm"] = "slurmctld: squeue: error: Rate limit exceeded";
+  EXPECT_EQ(launch_json(l).at("runnerTrouble"),
+            (boost::json::object{{"slurm", "slurmctld: squeue: error: Rate limit exceeded"}}));
+}

@@ -103,6 +103,13 @@ TEST(StatusFile, ParsesTheDaemonsFields) {
   EXPECT_FALSE(parse_status("{\"pid\":12,\"state\":"));
 }
 
+TEST(StatusFile, ARunnersTroubleIsReadForLaunches) {
+  auto s = parse_status(R"({"pid":12,"state":"serving","runnerTrouble":{"slurm":"slurmctld: Rate limit exceeded","x":7}})");
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->runner_trouble, (std::map<std::string, std::string>{{"slurm", "slurmctld: Rate limit exceeded"}}));
+  EXPECT_TRUE(parse_status(R"({"pid":12,"state":"serving"})")->runner_trouble.empty());
+}
+
 // Found by the records fuzz target: a status.json with an empty "state" was read as a launch in no state at all.
 TEST(StatusFile, AnEmptyStateIsNotAState) {
   auto s = parse_status(R"({"pid":12,"launchI`":"x","state":"","message":"bye"})");
