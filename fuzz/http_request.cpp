@@ -30,7 +30,7 @@ std::optional<std::vector<std::string>> segments_of(std::string_view target) {
   auto u = boost::urls::parse_origin_form(target);
   if (!u) return std::nullopt;
   std::vector<std::string> out;
-  for (auto seg : u->segments()) out.push_back(std::string(seg));
+  for (auto seg : u->segments()) out.emplace_back(seg);
   return out;
 }
 

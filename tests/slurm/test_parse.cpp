@@ -133,8 +133,8 @@ TEST(SlurmJobIds, BlankOrControlCharacterIdsAreRefused) {
   EXPECT_TRUE(is_job_id("42"));
   EXPECT_TRUE(is_job_id("42_[1-5%2]"));
   EXPECT_TRUE(is_job_id("42+1"));
-  for (std::string bad : {std::string(), std::string(" "), std::string("4 2"), std::string("4\x01"),
-                          std::string("4\0", 2), std::string(65, '1'), std::string("4\xc3\xa9")})
+  for (const std::string& bad : {std::string(), std::string(" "), std::string("4 2"), std::string("4\x01"),
+                                std::string("4\0", 2), std::string(65, '1'), std::string("4\xc3\xa9")})
     EXPECT_FALSE(is_job_id(bad)) << bad;
   EXPECT_FALSE(parse_squeue_jobs(" |RUNNING|None|0|1|1|c|n\n"));
   EXPECT_FALSE(parse_squeue_jobs("7| |None|0|1|1|c|n\n"));
