@@ -29,8 +29,8 @@ struct PacingTest : nymph::test::SlurmRunnerFixture {
     fake.on_submit = [running](const fs::path&) {
       FakeJob j;
       j.squeue = {"PENDING|Priority"};
-      for (int i = 0; i < running; ++i) j.squeue.push_back("RUNNING|None");
-      j.squeue.push_back("");
+      for (int i = 0; i < running; ++i) j.squeue.emplace_back("RUNNING|None");
+      j.squeue.emplace_back("");
       return j;
     };
   }
@@ -92,7 +92,7 @@ TEST_F(PacingTest, AnExitRecordBringsTheNextCycleForward) {
   rec.on_update = [&](const JobUpdate& u) {
     if (u.state != JobState::running || !u.slurm_job_id) return;
     // What the job's EXIT trap does as it ends.
-    std::ofstream(launch / kExitRecordDir / job_dir_name("j", 1));
+    std::ofstream record(launch / kExitRecordDir / job_dir_name("j", 1));
   };
   auto final = run_coro(ioc, run_one(runner.get(), spec("j"), &rec), 10s);
 
@@ -116,7 +116,7 @@ TEST_F(PacingTest, AJobStillActiveAfterItsExitRecordIsLookedAtAgainSoon) {
   Recorder rec;
   rec.on_update = [&](const JobUpdate& u) {
     if (u.state == JobState::running && u.slurm_job_id && u.message.starts_with("submitted"))
-      std::ofstream(launch / kExitRecordDir / job_dir_name("j", 1));
+      std::ofstream record(launch / kExitRecordDir / job_dir_name("j", 1));
   };
   auto final = run_coro(ioc, run_one(runner.get(), spec("j"), &rec), 10s);  // 1 s, not the hour
 
@@ -126,7 +126,7 @@ TEST_F(PacingTest, AJobStillActiveAfterItsExitRecordIsLookedAtAgainSoon) {
 
 TEST_F(PacingTest, ExitRecordsOfAttemptsNotInTheJournalAreRemovedAtStartUp) {
   fs::create_directories(launch / kExitRecordDir);
-  std::ofstream(launch / kExitRecordDir / "old-1");
+  { std::ofstream left_over(launch / kExitRecordDir / "old-1"); }
   auto runner = make_runner(config());
   EXPECT_FALSE(fs::exists(launch / kExitRecordDir / "old-1"));
   EXPECT_EQ(fs::status(launch / kExitRecordDir).permissions(), fs::perms::owner_all);

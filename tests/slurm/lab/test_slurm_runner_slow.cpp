@@ -61,7 +61,7 @@ TEST(SlurmRunnerLabSlow, AnExitRecordReportsTheEndLongBeforeTheNextCycle) {
   for (const auto& c : *lab.calls) {
     if (c.argv[0] != "squeue") continue;
     ASSERT_TRUE(c.result);
-    EXPECT_NE(c.result->out.find("|"), std::string::npos) << "squeue no longer knew the job: the cycle was not early";
+    EXPECT_NE(c.result->out.find('|'), std::string::npos) << "squeue no longer knew the job: the cycle was not early";
   }
   EXPECT_EQ(lab.count("sacct"), 0) << "squeue's final state settled it";
 }
