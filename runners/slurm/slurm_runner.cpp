@@ -416,7 +416,9 @@ asio::awaitable<Result<void>> SlurmRunner::abandon(InFlightAttempt attempt) {
 
 asio::awaitable<JobUpdate> SlurmRunner::follow(Attempt& a, OutputOffsets) {
   for (;;) {
-    co_await ship_output(a, false);
+    // Not before Slurm started it: a pending job has written nothing, and a thousand of them must not cost a
+    // thousand file opens per output_interval on the shared filesystem. (One that ends unseen is read to the end.)
+    if (tracker_.started_at(a.entry.slurm_job_id)) co_await ship_output(a, false);
     if (a.final) break;
     boost::system::error_code ec;
     a.wake.expires_after(config_.output_interval);
