@@ -514,8 +514,8 @@ asio::awaitable<void> SlurmRunner::poll_loop() {
   poll_running_ = false;
 }
 
-// Sleeps until the next cycle is due, or the next exit-record listing, or request_cycle(). A listing that finds
-// the record of a tracked job's end brings the cycle forward (unless slurmctld is being backed off from).
+// Sleeps until the next cycle is due, or the next exit-record listing, or request_cycle(). The listing runs on
+// its own (list_exit_records), so a stalled launch_dir holds up no cycle; one at a time.
 asio::awaitable<void> SlurmRunner::wait_for_cycle() {
   const bool scanning = config_.exit_scan_interval.count() > 0;
   auto wake = pacer_.next_cycle();
@@ -525,9 +525,21 @@ asio::awaitable<void> SlurmRunner::wait_for_cycle() {
   co_await poll_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   if (!scanning || cycle_requested_ || PacerClock::now() < next_exit_scan_) co_return;
   next_exit_scan_ = PacerClock::now() + config_.exit_scan_interval;
-  if (!co_await new_exit_records()) co_return;
+  if (listing_exit_records_) co_return;
+  listing_exit_records_ = true;
+  asio::co_spawn(executor_, list_exit_records(), log_failure(log_, "slurm exit-record listing"));
+}
+
+// One listing of kExitRecordDir: the record of a tracked job's end brings the cycle forward (unless slurmctld is
+// being backed off from).
+asio::awaitable<void> SlurmRunner::list_exit_records() {
+  const bool fresh = co_await new_exit_records();
+  listing_exit_records_ = false;
+  if (!fresh) co_return;
   pacer_.hurry(PacerClock::now());
-  if (pacer_.failures() == 0) cycle_requested_ = true;
+  if (pacer_.failures() > 0) co_return;
+  cycle_requested_ = true;
+  poll_timer_.cancel();
 }
 
 // Lists kExitRecordDir once (on the I/O threads) and marks the tracked attempts whose record is new.

@@ -198,6 +198,7 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   void deliver(std::vector<TrackerReport> reports);
   void request_cycle();
   boost::asio::awaitable<void> wait_for_cycle();
+  boost::asio::awaitable<void> list_exit_records();
   boost::asio::awaitable<bool> new_exit_records();
   boost::asio::awaitable<void> within_budget(int rpcs);
   void note_controller_answer(std::string_view what, const Result<nymph::slurm::CommandResult>& r);
@@ -220,6 +221,7 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   bool cycle_requested_ = false;
   PollPacer pacer_;
   PacerClock::time_point next_exit_scan_{};
+  bool listing_exit_records_ = false;  // a list_exit_records() is in flight
   std::string cycle_trouble_;      // the controller failure of the cycle in progress ("" : none)
   std::string trouble_;            // trouble(), as last announced
   std::function<void()> on_trouble_change_;
