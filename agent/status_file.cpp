@@ -30,11 +30,7 @@ Result<void> write_status_file(const std::filesystem::path& path, const DaemonSt
   o["startedAtMs"] = to_unix_ms(s.started_at);
   o["updatedAtMs"] = to_unix_ms(s.updated_at);
   o["runningJobs"] = s.running_jobs;
-  if (!s.runner_trouble.empty()) {
-    json::object trouble;
-    for (const auto& [name, text] : s.runner_trouble) trouble[name] = text;
-    o["runnerTrouble"] = std::move(trouble);
-  }
+  if (!s.runner_trouble.empty()) o["runnerTrouble"] = json::value_from(s.runner_trouble);
   std::string text = json::serialize(o) + "\n";
 
   return write_file_atomically(path, text, 0600,

@@ -214,11 +214,7 @@ json::object launch_json(const LaunchInfo& l) {
   o["exitReason"] = l.status && l.status->exit_reason ? json::value(*l.status->exit_reason) : json::value(nullptr);
   o["daemonState"] = l.status ? json::value(l.status->state) : json::value(nullptr);
   o["workerId"] = l.status && !l.status->worker_id.empty() ? json::value(l.status->worker_id) : json::value(nullptr);
-  if (l.status && !l.status->runner_trouble.empty()) {
-    json::object trouble;
-    for (const auto& [name, text] : l.status->runner_trouble) trouble[name] = text;
-    o["runnerTrouble"] = std::move(trouble);
-  }
+  if (l.status && !l.status->runner_trouble.empty()) o["runnerTrouble"] = json::value_from(l.status->runner_trouble);
   if (!l.problem.empty()) o["problem"] = l.problem;
   return o;
 }

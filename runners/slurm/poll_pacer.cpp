@@ -2,16 +2,18 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
+
+#include <boost/algorithm/string/predicate.hpp>
 
 namespace nymph::runners::slurm {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
+// True when `text` contains one of `signs`, ignoring case.
+template <std::size_t N>
+bool says_any(std::string_view text, const std::array<std::string_view, N>& signs) {
+  return std::any_of(signs.begin(), signs.end(),
+                     [&](std::string_view s) { return boost::algorithm::icontains(text, s); });
 }
 
 }  // namespace
@@ -87,16 +89,23 @@ int PollPacer::rpcs_in_window(PacerClock::time_point now) {
 std::chrono::milliseconds controller_backoff(int failures, std::chrono::milliseconds base, double share) {
   auto full = base * (std::int64_t{1} << std::clamp(failures - 1, 0, 20));
   full = std::min<std::chrono::milliseconds>(full, std::max(kMaxControllerBackoff, base));
-  return std::chrono::milliseconds(static_cast<std::int64_t>(static_cast<double>(full.count()) * std::clamp(share, 0.5, 1.0)));
+  const double scaled = static_cast<double>(full.count()) * std::clamp(share, 0.5, 1.0);
+  return std::chrono::milliseconds(static_cast<std::int64_t>(scaled));
 }
 
 bool is_controller_trouble(std::string_view text) {
   // Not "slurm_load_jobs error" alone: squeue says that too when every id it was asked about is gone.
   static constexpr std::array<std::string_view, 8> kSigns = {
-      "rate limit",           "socket timed out",      "unable to contact slurm controller", "connection refused",
-      "did not finish within", "communications backoff", "slurmctld not responding",          "resource temporarily unavailable"};
-  std::string t = lower(text);
-  return std::any_of(kSigns.begin(), kSigns.end(), [&](std::string_view s) { return t.find(s) != std::string::npos; });
+      "rate limit",         "socket timed out",       "unable to contact slurm controller",
+      "connection refused", "did not finish within",  "communications backoff",
+      "slurmctld not responding", "resource temporarily unavailable"};
+  return says_any(text, kSigns);
+}
+
+bool is_submission_refused(std::string_view err) {
+  static constexpr std::array<std::string_view, 3> kRefusals = {"rate limit", "unable to contact slurm controller",
+                                                                "connection refused"};
+  return says_any(err, kRefusals);
 }
 
 }  // namespace nymph::runners::slurm

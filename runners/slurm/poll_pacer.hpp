@@ -7,7 +7,8 @@
 //     that doubles per failed cycle from `quick` up to kMaxControllerBackoff, with jitter, and the pacer says why
 //     (trouble()) until a cycle succeeds.
 //   - RPC budget: at most `rpc_budget_per_minute` slurmctld RPCs in any 60 s window (rpc_window); rpc_delay says
-//     how long the next RPCs must wait for the window to have room. sacct talks to slurmdbd, not slurmctld: it is not counted.
+//     how long the next RPCs must wait for the window to have room. sacct talks to slurmdbd, not slurmctld: it is
+//     not counted.
 // Nothing here sleeps or reads a clock: every call takes `now`, and the jitter comes from a seeded generator.
 #include <chrono>
 #include <cstdint>
@@ -74,15 +75,13 @@ class PollPacer {
   const std::string& trouble() const { return trouble_; }
   // Consecutive failed cycles.
   int failures() const { return failures_; }
-  // The wait the next quiet cycle would start from (quick after a change, doubling up to the ceiling).
-  std::chrono::milliseconds interval() const { return interval_; }
 
  private:
   std::chrono::milliseconds jittered(std::chrono::milliseconds d);
   void forget_before(PacerClock::time_point now);
 
   PollPacerConfig config_;
-  std::chrono::milliseconds interval_;
+  std::chrono::milliseconds interval_;  // the wait the next quiet cycle starts from
   PacerClock::time_point next_cycle_ = PacerClock::time_point::max();
   int failures_ = 0;
   std::string trouble_;
@@ -97,5 +96,10 @@ std::chrono::milliseconds controller_backoff(int failures, std::chrono::millisec
 // True when `text` (a failed Slurm command's stderr or error message) says slurmctld refused, timed out or could
 // not be reached, as opposed to refusing this one request (a bad option, an unknown job).
 bool is_controller_trouble(std::string_view text);
+
+// True when sbatch's stderr `err` says slurmctld refused the submission before taking it (rate limit,
+// unreachable): trying again cannot run the job twice. "Socket timed out" is not such a refusal: the job may have
+// been queued.
+bool is_submission_refused(std::string_view err);
 
 }  // namespace nymph::runners::slurm

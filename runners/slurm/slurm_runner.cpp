@@ -30,15 +30,6 @@ constexpr std::size_t kMaxProfileScriptBytes = 4 * 1024 * 1024;
 // sbatch calls per attempt that slurmctld may refuse (rate limit, unreachable) before the attempt fails.
 constexpr int kMaxSbatchRefusals = 6;
 
-// True when sbatch's stderr says slurmctld refused the submission before taking it: trying again cannot run
-// the job twice. ("Socket timed out" is not such a refusal: the job may have been queued.)
-bool is_submission_refused(std::string_view err) {
-  std::string t(err);
-  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return t.find("rate limit") != std::string::npos || t.find("unable to contact slurm controller") != std::string::npos ||
-         t.find("connection refused") != std::string::npos;
-}
-
 JobUpdate failed_update(std::string message, std::optional<std::string> slurm_id = std::nullopt) {
   JobUpdate u;
   u.state = JobState::failed;
