@@ -1,25 +1,38 @@
-// nymph-bench-slurm-rpcs: slurmctld RPCs per poll cycle of the Slurm runner with N tracked jobs, and the
-// process's RSS while tracking them. Run it as a user that may submit jobs (bench/slurm_rpcs/run.sh runs it
-// as the lab user). For each N it submits N held jobs (sbatch --hold: pending forever, no CPU used), hands
-// them to a SlurmRunner through resume() (the restart path: the same tracking as after run()'s sbatch),
-// lets one cycle pass, then reads `sdiag` before and after each of the next `--cycles` cycles. RPCs are
-// counted from sdiag's per-message-type table, minus sdiag's own REQUEST_STATS_INFO. Jobs are scancelled
-// at the end of each N.
+// nymph-bench-slurm-rpcs: the Slurm runner with N tracked jobs (issues 5 and 17). Run it as a user that may
+// submit jobs (bench/slurm_rpcs/run.sh runs it as the lab user). For each N (default 1, 100, 1 000, 10 000) it
+//   - submits N held jobs (sbatch --hold: pending forever, no CPU used), one sbatch each, timed, with the
+//     slurmctld RPCs that cost, and for comparison one `sbatch --array` of N held tasks (cancelled at once);
+//   - hands the N jobs to a SlurmRunner through resume() (the restart path: the same tracking as after run()'s
+//     sbatch) with a fixed 2 s cycle and reads `sdiag` around each of 3 cycles after a warm-up one: RPCs per
+//     cycle by type, agent CPU per cycle (getrusage of this process: squeue's own CPU is not in it), and RSS
+//     per tracked job (the growth over the RSS before the runner existed, divided by N);
+//   - hands them to a runner with the agent's defaults and submits NYMPH_BENCH_SAMPLE (20) /bin/true jobs
+//     through run() beside them: end -> final event p50/p99, from each exit record's appearance (inotify) to
+//     run() returning; with NYMPH_BENCH_IDLE_S=S, then slurmctld RPCs per minute by type over S s of quiet.
+// RPCs are counted from sdiag's per-message-type table, minus sdiag's own REQUEST_STATS_INFO. The held jobs
+// are scancelled at the end of each N. NYMPH_BENCH_FIXED_VS_ADAPTIVE_S=S measures something else: see main.
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include "common/logging.hpp"
+#include "runners/slurm/script.hpp"
 #include "runners/slurm/slurm_runner.hpp"
 #include "slurm/child_command_runner.hpp"
 #include "slurm/parse.hpp"
@@ -121,57 +134,228 @@ void run_until(asio::io_context& ioc, const std::function<bool()>& done, std::ch
   }
 }
 
-void bench(int n, int cycles, const std::filesystem::path& base) {
-  auto t0 = std::chrono::steady_clock::now();
-  auto ids = submit_held(n);
-  double submit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  asio::io_context ioc;
-  SlurmRunnerConfig c;
-  c.launch_dir = base / ("n" + std::to_string(n));
-  c.poll_interval = 2s;
-  c.poll_jitter = 0;
-  c.max_jobs = n;
-  c.output_interval = 2s;
-  auto counting = std::make_unique<CountingCommands>();
-  CountingCommands& cmds = *counting;
-  SlurmRunner runner(ioc.get_executor(), c, std::move(counting), nymph::null_logger());
-  NullReporter reporter;
-  for (int i = 0; i < n; ++i) {
-    JournalEntry e{"bench-" + std::to_string(i), 1, "lease", ids[i], c.launch_dir / ("bench-" + std::to_string(i) + "-1"),
-                   WallClock::now()};
-    asio::co_spawn(ioc, runner.resume(e, reporter), rethrow_error);
-  }
-  run_until(ioc, [&] { return cmds.squeue_calls >= 1; }, 120s);  // warm-up cycle
-  long total = 0;
-  std::map<std::string, long> by_type;
-  for (int k = 0; k < cycles; ++k) {
-    auto before = rpc_counts();
-    int target = cmds.squeue_calls + 1;
-    run_until(ioc, [&] { return cmds.squeue_calls >= target; }, 120s);
-    auto d = diff(before, rpc_counts());
-    for (const auto& [t, v] : d) {
-      by_type[t] += v;
-      total += v;
-    }
-  }
-  long rss = rss_kib();
-  std::printf("N=%-5d tracked=%-5zu rpcs/cycle=%.1f  (", n, runner.tracked(), double(total) / cycles);
-  for (const auto& [t, v] : by_type) std::printf("%s %.1f ", t.c_str(), double(v) / cycles);
-  std::printf(") squeue/cycle=1 sacct=%d  RSS=%ld KiB  submit=%.1fs\n", cmds.sacct_calls, rss, submit_s);
-  std::fflush(stdout);
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+void cancel_all(const std::vector<std::string>& ids) {
   for (std::size_t i = 0; i < ids.size(); i += 200) {
     std::string cmd = "scancel";
     for (std::size_t j = i; j < std::min(ids.size(), i + 200); ++j) cmd += " " + ids[j];
     run_text(cmd);
   }
-  run_until(ioc, [&] { return runner.tracked() == 0; }, 180s);  // the runner sees them end
-  ioc.run_for(3s);
 }
 
-double cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+std::string by_type_text(const std::map<std::string, long>& by_type, double per) {
+  std::string s;
+  char buf[96];
+  for (const auto& [t, v] : by_type) {
+    std::snprintf(buf, sizeof buf, "%s%s %.1f", s.empty() ? "" : ", ", t.c_str(), double(v) / per);
+    s += buf;
+  }
+  return s.empty() ? "none" : s;
+}
+
+long total_of(const std::map<std::string, long>& by_type) {
+  long t = 0;
+  for (const auto& [k, v] : by_type) t += v;
+  return t;
+}
+
+// The times exit records appear in `dir` (the trap of each job's script creates one as the job ends), by file
+// name, from an inotify watch on its own thread: the "end" of end → final event.
+class ExitRecordWatch {
+ public:
+  explicit ExitRecordWatch(const std::filesystem::path& dir) : fd_(::inotify_init1(IN_CLOEXEC)) {
+    if (fd_ < 0 || ::inotify_add_watch(fd_, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO) < 0)
+      throw std::runtime_error("inotify on " + dir.string() + " failed");
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~ExitRecordWatch() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  // When the record named `name` appeared, if it has.
+  std::optional<std::chrono::system_clock::time_point> seen(const std::string& name) {
+    std::lock_guard lock(mutex_);
+    auto it = seen_.find(name);
+    if (it == seen_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  void watch() {
+    alignas(inotify_event) char buf[4096];
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      ssize_t n = ::read(fd_, buf, sizeof buf);
+      auto now = std::chrono::system_clock::now();
+      for (ssize_t off = 0; off < n;) {
+        const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
+        if (ev->len > 0) {
+          std::lock_guard lock(mutex_);
+          seen_.emplace(ev->name, now);
+        }
+        off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+      }
+    }
+  }
+  int fd_;
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::map<std::string, std::chrono::system_clock::time_point> seen_;
+  std::thread thread_;
+};
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  auto i = static_cast<std::size_t>(p * double(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+// End → final event with `ids` tracked by a runner with the agent's defaults (poll 10 s doubling to 60 s, RPC
+// budget 60/min, exit records listed every 2 s): `sample` `/bin/true` jobs submitted through run() at once
+// (they run two at a time on the lab's 2 CPUs), each timed from its exit record appearing to run() returning
+// its final update. Then, when `idle_s` > 0, slurmctld RPCs per minute by type over idle_s seconds with
+// nothing changing.
+void with_defaults(const std::vector<std::string>& ids, int sample, int idle_s, const std::filesystem::path& dir) {
+  asio::io_context ioc;
+  SlurmRunnerConfig c;
+  c.launch_dir = dir;
+  c.poll_interval = 10s;
+  c.poll_interval_max = 60s;
+  c.rpc_budget_per_minute = 60;
+  c.max_jobs = static_cast<int>(ids.size()) + sample;
+  c.output_interval = 2s;
+  auto counting = std::make_unique<CountingCommands>();
+  CountingCommands& cmds = *counting;
+  SlurmRunner runner(ioc.get_executor(), c, std::move(counting), nymph::null_logger());
+  NullReporter reporter;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    std::string job = "held-" + std::to_string(i);
+    JournalEntry e{job, 1, "lease", ids[i], c.launch_dir / (job + "-1"), WallClock::now()};
+    asio::co_spawn(ioc, runner.resume(e, reporter), rethrow_error);
+  }
+  run_until(ioc, [&] { return cmds.squeue_calls >= 1; }, 600s);  // warm-up cycle
+  ExitRecordWatch watch(dir / "exits");
+  std::vector<double> latency_s;
+  std::vector<std::string> failures;
+  int done = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < sample; ++i) {
+    JobSpec spec;
+    spec.job_id = "sample-" + std::to_string(i);
+    spec.lease_id = "lease";
+    spec.argv = {"/bin/true"};
+    auto record = nymph::runners::slurm::job_dir_name(spec.job_id, spec.attempt);
+    asio::co_spawn(ioc, runner.run(spec, reporter),
+                   [&, job = spec.job_id, record](std::exception_ptr e, JobUpdate u) {
+                     if (e) std::rethrow_exception(e);
+                     auto final_at = std::chrono::system_clock::now();
+                     ++done;
+                     runner.release(job);
+                     auto ended = watch.seen(record);
+                     if (u.state != JobState::succeeded || !ended)
+                       failures.push_back(job + ": " + std::string(to_string(u.state)) + " " + u.message);
+                     else latency_s.push_back(std::chrono::duration<double>(final_at - *ended).count());
+                   });
+  }
+  run_until(ioc, [&] { return done == sample; }, 1200s);
+  const double sample_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("  defaults, %d /bin/true jobs beside them: end -> final event p50 %.2f s, p99 %.2f s, max %.2f s "
+              "(all %d done in %.1f s)\n",
+              sample, percentile(latency_s, 0.5), percentile(latency_s, 0.99), percentile(latency_s, 1.0), sample,
+              sample_s);
+  for (const auto& f : failures) std::printf("    not timed: %s\n", f.c_str());
+  std::fflush(stdout);
+  if (idle_s > 0) {
+    auto before = rpc_counts();
+    const int squeue_before = cmds.squeue_calls;
+    const double cpu_before = cpu_seconds();
+    ioc.run_for(std::chrono::seconds(idle_s));
+    auto d = diff(before, rpc_counts());
+    const double minutes = idle_s / 60.0;
+    std::printf("  defaults, nothing changing for %d s: slurmctld RPCs/min %.2f (%s), squeue/min %.2f, agent CPU/min "
+                "%.1f ms\n",
+                idle_s, double(total_of(d)) / minutes, by_type_text(d, minutes).c_str(),
+                double(cmds.squeue_calls - squeue_before) / minutes, (cpu_seconds() - cpu_before) * 1000 / minutes);
+  }
+  std::fflush(stdout);
+  for (std::size_t i = 0; i < ids.size(); ++i) runner.stop("held-" + std::to_string(i), StopReason::shutdown);
+  ioc.run();  // every resume() returns (detached), the poll loop ends
+}
+
+// One N: submits N held jobs one sbatch each (timed, RPCs by type), and for comparison one array of N held tasks;
+// tracks the N jobs with a fixed 2 s cycle for `cycles` cycles (RPCs per cycle by type, agent CPU per cycle, RSS
+// per tracked job), then with the agent's defaults (with_defaults).
+void bench(int n, int cycles, int sample, int idle_s, const std::filesystem::path& base) {
+  auto rpcs_before = rpc_counts();
+  auto t0 = std::chrono::steady_clock::now();
+  auto ids = submit_held(n);
+  double submit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto submit_rpcs = diff(rpcs_before, rpc_counts());
+  rpcs_before = rpc_counts();
+  t0 = std::chrono::steady_clock::now();
+  auto array_out = run_text("sbatch --parsable --hold --job-name=nymph-bench-array --chdir=/tmp --output=/dev/null "
+                            "--array=0-" + std::to_string(n - 1) + " --wrap=true");
+  double array_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto array_rpcs = diff(rpcs_before, rpc_counts());
+  auto array_id = parse_sbatch_output(array_out);
+  if (!array_id) throw std::runtime_error("sbatch --array: " + array_id.error().message);
+  run_text("scancel " + *array_id);
+  std::printf("N=%d\n  submit: %d sbatch calls %.1f s (%.2f ms each), slurmctld RPCs %ld (%s); one sbatch --array of "
+              "%d tasks %.3f s, RPCs %ld (%s)\n",
+              n, n, submit_s, submit_s * 1000 / n, total_of(submit_rpcs), by_type_text(submit_rpcs, 1).c_str(), n,
+              array_s, total_of(array_rpcs), by_type_text(array_rpcs, 1).c_str());
+  std::fflush(stdout);
+
+  const long rss_before = rss_kib();
+  {
+    asio::io_context ioc;
+    SlurmRunnerConfig c;
+    c.launch_dir = base / ("n" + std::to_string(n));
+    c.poll_interval = 2s;
+    c.poll_jitter = 0;
+    c.max_jobs = n;
+    c.output_interval = 2s;
+    auto counting = std::make_unique<CountingCommands>();
+    CountingCommands& cmds = *counting;
+    SlurmRunner runner(ioc.get_executor(), c, std::move(counting), nymph::null_logger());
+    NullReporter reporter;
+    for (int i = 0; i < n; ++i) {
+      JournalEntry e{"bench-" + std::to_string(i), 1, "lease", ids[i],
+                     c.launch_dir / ("bench-" + std::to_string(i) + "-1"), WallClock::now()};
+      asio::co_spawn(ioc, runner.resume(e, reporter), rethrow_error);
+    }
+    run_until(ioc, [&] { return cmds.squeue_calls >= 1; }, 600s);  // warm-up cycle
+    std::map<std::string, long> by_type;
+    const double cpu_before = cpu_seconds();
+    const int squeue_before = cmds.squeue_calls;
+    for (int k = 0; k < cycles; ++k) {
+      auto before = rpc_counts();
+      int target = cmds.squeue_calls + 1;
+      run_until(ioc, [&] { return cmds.squeue_calls >= target; }, 600s);
+      for (const auto& [t, v] : diff(before, rpc_counts())) by_type[t] += v;
+    }
+    // The wait between cycles is idle (timers only): the CPU measured is the cycles'.
+    const double cpu_ms = (cpu_seconds() - cpu_before) * 1000 / cycles;
+    const long rss = rss_kib();
+    std::printf("  tracking, fixed 2 s cycle: tracked %zu, slurmctld RPCs/cycle %.1f (%s), squeue/cycle %.1f, "
+                "agent CPU/cycle %.1f ms, RSS %ld KiB (+%ld KiB: %.0f bytes per tracked job)\n",
+                runner.tracked(), double(total_of(by_type)) / cycles, by_type_text(by_type, cycles).c_str(),
+                double(cmds.squeue_calls - squeue_before) / cycles, cpu_ms, rss, rss - rss_before,
+                double(rss - rss_before) * 1024 / n);
+    std::fflush(stdout);
+    for (int i = 0; i < n; ++i) runner.stop("bench-" + std::to_string(i), StopReason::shutdown);
+    ioc.run();
+  }
+  with_defaults(ids, sample, idle_s, base / ("defaults-" + std::to_string(n)));
+  cancel_all(ids);
 }
 
 // slurmctld RPCs per minute (sdiag, all message types but sdiag's own) while a runner tracks the held jobs `ids`
@@ -215,9 +399,9 @@ void idle_rate(const std::vector<std::string>& ids, bool adaptive, int seconds, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // NYMPH_BENCH_IDLE_S=S: instead of the per-cycle figures, slurmctld RPCs per minute over S seconds with nothing
-  // changing, fixed cycle then adaptive, for each N (the held jobs are shared by both runs).
-  if (const char* idle = std::getenv("NYMPH_BENCH_IDLE_S")) {
+  // NYMPH_BENCH_FIXED_VS_ADAPTIVE_S=S: instead of the per-N figures, slurmctld RPCs per minute over S seconds with
+  // nothing changing, fixed cycle then adaptive, for each N (the held jobs are shared by both runs).
+  if (const char* idle = std::getenv("NYMPH_BENCH_FIXED_VS_ADAPTIVE_S")) {
     std::vector<int> sizes{100, 1000};
     std::filesystem::path base = argc > 1 ? argv[1] : "/var/lib/nymph-slurm-lab/jobs/nymph-bench";
     if (argc > 2) {
@@ -231,24 +415,27 @@ int main(int argc, char** argv) {
       auto ids = submit_held(n);
       idle_rate(ids, false, std::stoi(idle), base / ("fixed-" + std::to_string(n)));
       idle_rate(ids, true, std::stoi(idle), base / ("adaptive-" + std::to_string(n)));
-      for (std::size_t i = 0; i < ids.size(); i += 200) {
-        std::string cmd = "scancel";
-        for (std::size_t j = i; j < std::min(ids.size(), i + 200); ++j) cmd += " " + ids[j];
-        run_text(cmd);
-      }
+      cancel_all(ids);
     }
     std::filesystem::remove_all(base);
     return 0;
   }
-  std::vector<int> sizes{1, 100, 1000};
+  std::vector<int> sizes{1, 100, 1000, 10000};
   int cycles = 3;
+  auto env_int = [](const char* name, int fallback) {
+    const char* v = std::getenv(name);
+    return v ? std::stoi(v) : fallback;
+  };
+  const int sample = env_int("NYMPH_BENCH_SAMPLE", 20);
+  const int idle_s = env_int("NYMPH_BENCH_IDLE_S", 0);
   std::filesystem::path base = argc > 1 ? argv[1] : "/var/lib/nymph-slurm-lab/jobs/nymph-bench";
   if (argc > 2) {
     sizes.clear();
     for (int i = 2; i < argc; ++i) sizes.push_back(std::stoi(argv[i]));
   }
   std::filesystem::remove_all(base);
-  std::printf("slurmctld RPCs per poll cycle (sdiag by message type, sdiag's own calls excluded), %d cycles each\n", cycles);
-  for (int n : sizes) bench(n, cycles, base);
+  std::printf("The Slurm runner with N tracked jobs (slurmctld RPCs from sdiag by message type, sdiag's own calls "
+              "excluded); load %s", run_text("cat /proc/loadavg").c_str());
+  for (int n : sizes) bench(n, cycles, sample, idle_s, base);
   std::filesystem::remove_all(base);
 }
