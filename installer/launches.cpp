@@ -172,7 +172,7 @@ std::vector<fs::path> slurm_dirs_in_use(const ManageContext& ctx, const std::vec
       in_use.push_back(j.parent_path());
       continue;
     }
-    for (const auto& entry : *entries) in_use.push_back(entry.dir.empty() ? j.parent_path() : entry.dir);
+    for (const auto& entry : *entries) in_use.push_back(entry.dir.empty() ? j.parent_path() : fs::path(entry.dir));
   }
   return in_use;
 }

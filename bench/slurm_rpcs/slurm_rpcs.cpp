@@ -11,6 +11,7 @@
 //     run() returning; with NYMPH_BENCH_IDLE_S=S, then slurmctld RPCs per minute by type over S s of quiet.
 // RPCs are counted from sdiag's per-message-type table, minus sdiag's own REQUEST_STATS_INFO. The held jobs
 // are scancelled at the end of each N. NYMPH_BENCH_FIXED_VS_ADAPTIVE_S=S measures something else: see main.
+#include <malloc.h>
 #include <poll.h>
 #include <sys/inotify.h>
 #include <sys/resource.h>
@@ -115,13 +116,26 @@ long rss_kib() {
   return -1;
 }
 
+// Bytes the allocator has handed out and not had back (RSS also counts what it keeps after a free).
+long heap_in_use() {
+  auto m = ::mallinfo2();
+  return static_cast<long>(m.uordblks + m.hblkhd);
+}
+
 std::vector<std::string> submit_held(int n) {
   std::vector<std::string> ids;
   for (int i = 0; i < n; ++i) {
-    auto out = run_text("sbatch --parsable --hold --job-name=nymph-bench --chdir=/tmp --output=/dev/null --wrap=true");
-    auto id = parse_sbatch_output(out);
-    if (!id) throw std::runtime_error("sbatch: " + id.error().message);
-    ids.push_back(*id);
+    // A busy slurmctld (purging the previous N's records) may time a submission out: try again, a few times.
+    for (int tries = 1;; ++tries) {
+      auto out = run_text("sbatch --parsable --hold --job-name=nymph-bench --chdir=/tmp --output=/dev/null --wrap=true");
+      auto id = parse_sbatch_output(out);
+      if (id) {
+        ids.push_back(*id);
+        break;
+      }
+      if (tries == 5) throw std::runtime_error("sbatch: " + id.error().message);
+      ::sleep(static_cast<unsigned>(tries));
+    }
   }
   return ids;
 }
@@ -315,6 +329,7 @@ void bench(int n, int cycles, int sample, int idle_s, const std::filesystem::pat
   std::fflush(stdout);
 
   const long rss_before = rss_kib();
+  const long heap_before = heap_in_use();
   {
     asio::io_context ioc;
     SlurmRunnerConfig c;
@@ -345,11 +360,13 @@ void bench(int n, int cycles, int sample, int idle_s, const std::filesystem::pat
     // The wait between cycles is idle (timers only): the CPU measured is the cycles'.
     const double cpu_ms = (cpu_seconds() - cpu_before) * 1000 / cycles;
     const long rss = rss_kib();
+    const long heap = heap_in_use();
     std::printf("  tracking, fixed 2 s cycle: tracked %zu, slurmctld RPCs/cycle %.1f (%s), squeue/cycle %.1f, "
-                "agent CPU/cycle %.1f ms, RSS %ld KiB (+%ld KiB: %.0f bytes per tracked job)\n",
+                "agent CPU/cycle %.1f ms, RSS %ld KiB (+%ld KiB: %.0f bytes per tracked job; heap in use +%.0f "
+                "bytes per tracked job)\n",
                 runner.tracked(), double(total_of(by_type)) / cycles, by_type_text(by_type, cycles).c_str(),
                 double(cmds.squeue_calls - squeue_before) / cycles, cpu_ms, rss, rss - rss_before,
-                double(rss - rss_before) * 1024 / n);
+                double(rss - rss_before) * 1024 / n, double(heap - heap_before) / n);
     std::fflush(stdout);
     for (int i = 0; i < n; ++i) runner.stop("bench-" + std::to_string(i), StopReason::shutdown);
     ioc.run();

@@ -28,7 +28,7 @@ std::string submit_line(const JournalEntry& e) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(e.submitted_at.time_since_epoch()).count();
   json::object o{{"op", "submit"},           {"job_id", e.job_id},
                  {"attempt", e.attempt},     {"lease_id", e.lease_id},
-                 {"slurm_job_id", e.slurm_job_id}, {"dir", e.dir.string()},
+                 {"slurm_job_id", e.slurm_job_id}, {"dir", e.dir},
                  {"submitted_at_ms", ms},  {"job_name", e.job_name},
                  {"cluster", e.cluster}};
   return json::serialize(o) + "\n";

@@ -18,7 +18,9 @@ struct JournalEntry {
   int attempt = 1;
   std::string lease_id;
   std::string slurm_job_id;
-  std::filesystem::path dir;                 // the attempt's job directory
+  // The attempt's job directory. A string, not a std::filesystem::path: libstdc++ keeps a path's components in a
+  // list besides its text (~400 bytes for a job directory), and a manager tracks up to 10 000 attempts.
+  std::string dir;
   WallClock::time_point submitted_at;        // just before sbatch: a lower bound of Slurm's submit time
   // Identity besides the id (Slurm recycles ids): the Slurm job name and the cluster ("" when unknown).
   // Lines written before these existed read as slurm_job_name(job_id) and "".

@@ -73,24 +73,26 @@ void prepare_exit_records(const fs::path& dir, const std::vector<JournalEntry>& 
   if (ec) throw std::runtime_error("[runners.slurm] cannot create " + dir.string() + ": " + ec.message());
   fs::permissions(dir, fs::perms::owner_all, ec);
   std::set<std::string> wanted;
-  for (const auto& e : in_flight) wanted.insert(e.dir.filename().string());
+  for (const auto& e : in_flight) wanted.insert(fs::path(e.dir).filename().string());
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code gone;
     if (!wanted.count(it->path().filename().string())) fs::remove(it->path(), gone);
   }
 }
 
-// One stream's output file, read from a byte offset on (through the I/O threads: see ship_output).
+// One stream's output file in the job directory, read from a byte offset on (through the I/O threads: see
+// ship_output). No path of its own: ten thousand tracked jobs keep one directory path each.
 class OutputTail {
  public:
-  OutputTail(fs::path path, Stream stream, std::uint64_t offset) : path_(std::move(path)), stream_(stream), offset_(offset) {}
-  const fs::path& path() const { return path_; }
+  OutputTail(Stream stream, std::uint64_t offset) : stream_(stream), offset_(offset) {}
+  fs::path path_in(const std::string& dir) const {
+    return fs::path(dir) / (stream_ == Stream::out ? kStdoutFile : kStderrFile);
+  }
   Stream stream() const { return stream_; }
   std::uint64_t offset() const { return offset_; }
   void advance(std::size_t n) { offset_ += n; }
 
  private:
-  fs::path path_;
   Stream stream_;
   std::uint64_t offset_;
 };
@@ -100,10 +102,10 @@ class OutputTail {
 struct SlurmRunner::Attempt {
   Attempt(asio::any_io_executor ex, JournalEntry e, JobReporter& r, OutputOffsets from)
       : entry(std::move(e)), reporter(&r), wake(ex),
-        out(entry.dir / kStdoutFile, Stream::out, from.out), err(entry.dir / kStderrFile, Stream::err, from.err) {}
+        out(Stream::out, from.out), err(Stream::err, from.err) {}
   JournalEntry entry;
   JobReporter* reporter;
-  asio::steady_timer wake;                 // cancelled to wake follow() early (final update, detach)
+  asio::steady_timer wake;                 // cancelled to wake track() early (started, final update, detach)
   std::optional<JobUpdate> final;
   bool detached = false;
   bool training = false;                   // a training profile: result.json is read once it succeeded
@@ -147,29 +149,58 @@ SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig confi
 
 SlurmRunner::~SlurmRunner() { io_.join(); }
 
-NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
+// Not a coroutine: the job's one frame while it is tracked is track()'s.
 asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter) {
+  return track(std::make_unique<Origin>(Origin{std::move(spec), {}}), reporter, {});
+}
+
+NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
+// The one frame a tracked job keeps (a manager tracks up to ten thousand): the work before following the job
+// (start(), attach()) and after it ended (finish_following()) runs in frames of their own, gone meanwhile.
+// Its frame holds little on purpose (GCC keeps every local and temporary of a coroutine in its frame): the job's
+// inputs stay on the heap until begin() has used them.
+asio::awaitable<JobUpdate> SlurmRunner::track(std::unique_ptr<Origin> origin, JobReporter& reporter, OutputOffsets from) {
+  Attempt* const tracked = co_await begin(*origin, reporter, from);
+  if (!tracked) co_return std::move(origin->ended);
+  origin.reset();
+  Attempt& a = *tracked;
+  for (;;) {
+    // Not before Slurm started it: a pending job has written nothing, and ten thousand of them must cost
+    // neither file opens on the shared filesystem nor timer wake-ups. A pending job's wait ends when deliver()
+    // reports it running (or final); one that ends unseen is read to the end.
+    const bool running = tracker_.started_at(a.entry.slurm_job_id).has_value();
+    if (running) co_await ship_output(a, false);
+    if (a.final) break;
+    boost::system::error_code ec;
+    if (running) a.wake.expires_after(config_.output_interval);
+    else a.wake.expires_at(asio::steady_timer::time_point::max());
+    co_await a.wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return co_await finish_following(a);
+}
+
+asio::awaitable<SlurmRunner::Started> SlurmRunner::start(JobSpec spec, JobReporter& reporter) {
   const bool training = spec.kind == "training";
   if (!training && config_.profiles_only)
-    co_return failed_update("this worker runs approved training profiles only ([runners.process] allow_commands = "
-                            "false): argv and command jobs are refused");
+    co_return not_started(failed_update("this worker runs approved training profiles only ([runners.process] "
+                                        "allow_commands = false): argv and command jobs are refused"));
   // Precedence (docs/profiles.md): runConfig.slurm > a profile's own #SBATCH lines > these site defaults >
   // Slurm's. prepare_training drops a default the profile script sets itself (sbatch's command line would
   // override the script).
   const cli::OptionDefaults defaults{config_.account, config_.qos, config_.partition};
   auto options = cli::validate_options(spec.slurm_options, defaults);
-  if (!options) co_return failed_update(options.error().message);
+  if (!options) co_return not_started(failed_update(options.error().message));
   const Profile* profile = nullptr;
   std::string input;
   if (training) {
     auto p = resolve_training(config_.profiles, spec);
-    if (!p) co_return failed_update(p.error().message);
+    if (!p) co_return not_started(failed_update(p.error().message));
     auto text = render_input(**p, spec.parameters);
-    if (!text) co_return failed_update(text.error().message);
+    if (!text) co_return not_started(failed_update(text.error().message));
     profile = *p;
     input = std::move(*text);
   }
-  if (auto refused = refusal(spec)) co_return std::move(*refused);
+  if (auto why = refusal(spec)) co_return not_started(std::move(*why));
 
   // The attempt holds its job's slot (and capacity) while its directory is prepared on the I/O threads.
   const fs::path dir = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
@@ -181,10 +212,11 @@ asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter)
   auto sub = co_await prepare(spec, profile, std::move(input), *options);
   if (!sub) {
     attempts_.erase(spec.job_id);
-    co_return failed_update(sub.error().message);
+    co_return not_started(failed_update(sub.error().message));
   }
   a.training = sub->training;
-  co_return co_await submit_and_follow(a, std::move(*sub));
+  if (auto ended = co_await submit_and_track(a, std::move(*sub))) co_return not_started(std::move(*ended));
+  co_return Started{&a, {}};
 }
 NYMPH_GCC_PR109224_END
 
@@ -202,7 +234,7 @@ std::optional<JobUpdate> SlurmRunner::refusal(const JobSpec& spec) const {
   return std::nullopt;
 }
 
-asio::awaitable<JobUpdate> SlurmRunner::submit_and_follow(Attempt& a, Submission sub) {
+asio::awaitable<std::optional<JobUpdate>> SlurmRunner::submit_and_track(Attempt& a, Submission sub) {
   const std::string job_id = a.entry.job_id;
   // Slurm stamps its submit time while sbatch runs: now is a lower bound of it (part of the job's identity).
   const auto before_sbatch = WallClock::now();
@@ -232,7 +264,7 @@ asio::awaitable<JobUpdate> SlurmRunner::submit_and_follow(Attempt& a, Submission
   running.message = "submitted as Slurm job " + *slurm_id;
   a.reporter->update(running);
   start_tracking(a);
-  co_return co_await follow(a, {});
+  co_return std::nullopt;
 }
 
 asio::awaitable<Result<SlurmRunner::Submission>> SlurmRunner::prepare(const JobSpec& spec, const Profile* profile,
@@ -357,24 +389,36 @@ void SlurmRunner::start_tracking(Attempt& a) {
 }
 
 asio::awaitable<JobUpdate> SlurmRunner::resume(JournalEntry entry, JobReporter& reporter, OutputOffsets from) {
+  return track(std::make_unique<Origin>(Origin{std::move(entry), {}}), reporter, from);  // not a coroutine: see run()
+}
+
+asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::begin(Origin& origin, JobReporter& reporter, OutputOffsets from) {
+  Started started;
+  if (auto* spec = std::get_if<JobSpec>(&origin.what)) started = co_await start(std::move(*spec), reporter);
+  else started = co_await attach(std::get<JournalEntry>(std::move(origin.what)), reporter, from);
+  if (!started.attempt) origin.ended = std::move(started.ended);
+  co_return started.attempt;
+}
+
+asio::awaitable<SlurmRunner::Started> SlurmRunner::attach(JournalEntry entry, JobReporter& reporter, OutputOffsets from) {
   auto tracked_already = [&]() -> std::optional<JobUpdate> {
     if (!attempts_.count(entry.job_id)) return std::nullopt;
     return failed_update("job " + entry.job_id + " is already tracked here", entry.slurm_job_id);
   };
-  if (auto refused = tracked_already()) co_return std::move(*refused);
-  auto has_input = [path = entry.dir / kInputFile] {
+  if (auto refused = tracked_already()) co_return not_started(std::move(*refused));
+  auto has_input = [path = fs::path(entry.dir) / kInputFile] {
     std::error_code ec;
     return fs::exists(path, ec);
   };
   const bool training = co_await io_.run(std::move(has_input));
-  if (auto refused = tracked_already()) co_return std::move(*refused);  // resumed meanwhile
-  auto owned = std::make_unique<Attempt>(executor_, entry, reporter, from);
+  if (auto refused = tracked_already()) co_return not_started(std::move(*refused));  // resumed meanwhile
+  auto owned = std::make_unique<Attempt>(executor_, std::move(entry), reporter, from);
   Attempt& a = *owned;
   a.training = training;
-  attempts_.emplace(entry.job_id, std::move(owned));
-  log_->info("job {} attempt {}: re-attached to Slurm job {}", entry.job_id, entry.attempt, entry.slurm_job_id);
+  attempts_.emplace(a.entry.job_id, std::move(owned));
+  log_->info("job {} attempt {}: re-attached to Slurm job {}", a.entry.job_id, a.entry.attempt, a.entry.slurm_job_id);
   start_tracking(a);
-  co_return co_await follow(a, from);
+  co_return Started{&a, {}};
 }
 
 std::vector<InFlightAttempt> SlurmRunner::in_flight() const {
@@ -383,10 +427,15 @@ std::vector<InFlightAttempt> SlurmRunner::in_flight() const {
   return records;
 }
 
+namespace {
+asio::awaitable<JobUpdate> at_once(JobUpdate u) { co_return u; }
+}  // namespace
+
 asio::awaitable<JobUpdate> SlurmRunner::resume(InFlightAttempt attempt, JobReporter& reporter) {
-  const auto* entry = std::any_cast<JournalEntry>(&attempt.runner_data);
-  if (!entry) co_return failed_update("job " + attempt.job_id + ": not an attempt journaled by the slurm runner");
-  co_return co_await resume(*entry, reporter);
+  // Not a coroutine (see run()): the record is not kept while its job is tracked.
+  auto* entry = std::any_cast<JournalEntry>(&attempt.runner_data);
+  if (!entry) return at_once(failed_update("job " + attempt.job_id + ": not an attempt journaled by the slurm runner"));
+  return resume(std::move(*entry), reporter);
 }
 
 asio::awaitable<Result<void>> SlurmRunner::abandon(InFlightAttempt attempt) {
@@ -405,16 +454,7 @@ asio::awaitable<Result<void>> SlurmRunner::abandon(InFlightAttempt attempt) {
   co_return Result<void>{};
 }
 
-asio::awaitable<JobUpdate> SlurmRunner::follow(Attempt& a, OutputOffsets) {
-  for (;;) {
-    // Not before Slurm started it: a pending job has written nothing, and a thousand of them must not cost a
-    // thousand file opens per output_interval on the shared filesystem. (One that ends unseen is read to the end.)
-    if (tracker_.started_at(a.entry.slurm_job_id)) co_await ship_output(a, false);
-    if (a.final) break;
-    boost::system::error_code ec;
-    a.wake.expires_after(config_.output_interval);
-    co_await a.wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
+asio::awaitable<JobUpdate> SlurmRunner::finish_following(Attempt& a) {
   if (!a.detached) co_await ship_output(a, true);  // the job has ended: everything it wrote, to the end
   JobUpdate result = std::move(*a.final);
   // Only now, with Slurm's final word (COMPLETED), is a training profile's result.json read and checked.
@@ -434,7 +474,7 @@ asio::awaitable<void> SlurmRunner::ship_output(Attempt& a, bool to_end) {
   for (OutputTail* tail : {&a.out, &a.err}) {
     for (;;) {
       if (a.detached) co_return;
-      auto read = [path = tail->path(), offset = tail->offset(), max = config_.output_chunk] {
+      auto read = [path = tail->path_in(a.entry.dir), offset = tail->offset(), max = config_.output_chunk] {
         return read_chunk(path, offset, max);
       };
       std::string bytes = co_await io_.run(std::move(read));
@@ -545,7 +585,7 @@ asio::awaitable<bool> SlurmRunner::new_exit_records() {
   const std::set<std::string> names = co_await io_.run(std::move(list));
   bool fresh = false;
   for (auto& [job_id, a] : attempts_) {
-    if (a->entry.slurm_job_id.empty() || a->exit_record_seen || !names.count(a->entry.dir.filename().string())) continue;
+    if (a->entry.slurm_job_id.empty() || a->exit_record_seen || !names.count(fs::path(a->entry.dir).filename().string())) continue;
     a->exit_record_seen = true;
     fresh = true;
   }
@@ -678,7 +718,7 @@ asio::awaitable<tracker_event::ExitFilesRead> SlurmRunner::read_exit_files(const
     if (job == job_of_slurm_id_.end()) continue;
     auto a = attempts_.find(job->second);
     if (a == attempts_.end()) continue;
-    files[id] = a->second->entry.dir / kExitStatusFile;
+    files[id] = fs::path(a->second->entry.dir) / kExitStatusFile;
   }
   auto read = [files = std::move(files)] {
     tracker_event::ExitFilesRead ev;
@@ -696,6 +736,7 @@ void SlurmRunner::deliver(std::vector<TrackerReport> reports) {
     if (it == attempts_.end()) continue;
     Attempt& a = *it->second;
     if (!is_final(r.update.state)) {
+      if (r.update.state == JobState::running) a.wake.cancel();  // track() starts shipping its output
       a.reporter->update(std::move(r.update));
       continue;
     }
