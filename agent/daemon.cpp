@@ -445,7 +445,12 @@ struct Daemon::Impl {
     }
     if (auto cap = settings.capacity.find(job.runner);
         cap != settings.capacity.end() && active_runs_on(job.runner) >= cap->second) {
-      refuse_over_capacity(std::move(job), cap->second);
+      refuse(std::move(job), "refused: worker at capacity (" + std::to_string(cap->second) + " of " +
+                                 std::to_string(cap->second) + " slots busy)");
+      return;
+    }
+    if (auto why = does_not_fit(job)) {
+      refuse(std::move(job), "refused: " + *why);
       return;
     }
     auto a = std::make_unique<Attempt>(ex, settings);
@@ -477,10 +482,11 @@ struct Daemon::Impl {
     state_changed.notify();
   }
 
-  // A3: an assignment beyond the runner's advertised capacity (a control plane that sends more than `free`)
-  // is never started: its only event is `lost` (seq 1, reason overCapacity), sent at once, so the control
-  // plane re-queues it without counting an attempt. It is not listed as running.
-  void refuse_over_capacity(protocol::JobAssignment job, int slots) {
+  // A3: an assignment beyond the runner's advertised capacity (a control plane that sends more than `free`), or
+  // one that does not fit before this worker's allocation ends (does_not_fit), is never started: its only event
+  // is `lost` (seq 1, reason overCapacity) saying `message`, sent at once, so the control plane re-queues it
+  // without counting an attempt. It is not listed as running.
+  void refuse(protocol::JobAssignment job, const std::string& message) {
     auto a = std::make_unique<Attempt>(ex, settings);
     a->job_id = job.job_id;
     a->lease_id = job.lease_id;
@@ -488,8 +494,6 @@ struct Daemon::Impl {
     a->runner_name = job.runner;
     a->given_up = true;
     a->shipper_active = true;
-    const std::string message = "refused: worker at capacity (" + std::to_string(slots) + " of " +
-                                std::to_string(slots) + " slots busy)";
     log->warn("job {}: attempt {} {}", a->job_id, a->number, message);
     a->outbox.push_event(JobUpdate{.state = JobState::lost, .message = message, .reason = runners::LostReason::over_capacity},
                          std::chrono::system_clock::now(), Clock::now());
@@ -498,17 +502,24 @@ struct Daemon::Impl {
     spawn(ship(raw), "delivery for job " + job.job_id);
   }
 
-  // The runner that runs `a`, or why `a` cannot start on this worker: its runner is not here, or its job
-  // stops with the agent and its timeout does not fit before the allocation ends.
+  // The runner that runs `a`, or why `a` cannot start on this worker: its runner is not here.
   Result<runners::Runner*> runner_for(const Attempt& a) const {
     auto it = runners.find(a.runner_name);
     if (it == runners.end()) return fail("runner '" + a.runner_name + "' is not available on this worker");
-    std::optional<std::chrono::milliseconds> timeout;
-    if (a.spec.timeout) timeout = *a.spec.timeout;
-    const bool stops_with_agent = it->second->lifetime() == runners::Lifetime::stops_with_agent;
-    if (stops_with_agent && !lifecycle.fits_before_walltime(timeout, Clock::now()))
-      return fail("the job's timeout does not fit before this worker's allocation ends");
     return it->second;
+  }
+
+  // Why `job` must not start here, if it must not: it would stop with the agent (its runner's lifetime) and
+  // its timeout does not fit before the allocation ends minus the walltime lead (the control plane's placement
+  // rule, docs/protocol.md; met here when a clock is off or an older control plane sent it).
+  std::optional<std::string> does_not_fit(const protocol::JobAssignment& job) const {
+    auto it = runners.find(job.runner);
+    if (it == runners.end() || it->second->lifetime() != runners::Lifetime::stops_with_agent) return std::nullopt;
+    std::optional<std::chrono::milliseconds> timeout;
+    if (job.spec.timeout_s) timeout = std::chrono::milliseconds(static_cast<std::int64_t>(*job.spec.timeout_s * 1000));
+    if (lifecycle.fits_before_walltime(timeout, Clock::now())) return std::nullopt;
+    return timeout ? "the job's timeout does not fit before this worker's allocation ends (minus its walltime lead)"
+                   : "this worker's allocation ends within its walltime lead";
   }
 
   asio::awaitable<void> run_attempt(Attempt* a) {

@@ -180,7 +180,9 @@ std::optional<Clock::time_point> Lifecycle::next_deadline() const {
 
 bool Lifecycle::fits_before_walltime(std::optional<std::chrono::milliseconds> timeout, Clock::time_point now) const {
   if (!config_.walltime_end) return true;
-  if (!timeout) return false;  // an unbounded job cannot be promised to finish inside the allocation
+  // A job without a timeout was placed here because no worker serves longer (docs/protocol.md): it may start
+  // until the lead, and is stopped as `lost`/workerStopping (re-queued) if it is still running then.
+  if (!timeout) return now + config_.walltime_lead < *config_.walltime_end;
   return now + *timeout + config_.walltime_lead <= *config_.walltime_end;
 }
 

@@ -84,8 +84,9 @@ class Lifecycle {
   // Whether the worker is going away (a stop with a budget began): a process job that the agent stops, or that
   // dies of a signal, from now on is a lost attempt (reason workerStopping), not the job's failure.
   bool worker_going_away() const { return exit_deadline_.has_value(); }
-  // Whether a job that stops with the agent (a process job) of `timeout` started now could finish before the
-  // allocation ends.
+  // Whether a job that stops with the agent (a process job) of `timeout` may start at `now`: outside an
+  // allocation always; inside one when it finishes by the allocation's end minus the walltime lead, and a job
+  // without a timeout (nullopt) while the lead has not begun.
   bool fits_before_walltime(std::optional<std::chrono::milliseconds> timeout, Clock::time_point now) const;
 
  private:

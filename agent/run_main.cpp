@@ -208,6 +208,7 @@ DaemonSettings make_settings(const AgentConfig& c, const ProbeResult& probe, con
     const SlurmAllocation& a = *probe.allocation;
     s.allocation = protocol::SlurmAllocation{.job_id = a.job_id, .partition = a.partition};
     if (a.end_time) s.allocation->end_time = protocol::format_time(*a.end_time);
+    s.allocation->lead_s = std::chrono::duration_cast<std::chrono::seconds>(s.lifecycle.walltime_lead).count();
     s.lifecycle.walltime_end = a.walltime_end;
   }
   s.lifecycle.stop_budget = exit_budget(c.worker.stop_timeout, probe.allocation);

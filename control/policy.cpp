@@ -9,7 +9,7 @@ JobNeeds needs_of(const protocol::JobSubmission& sub) {
   if (sub.kind == "training" && sub.spec.payload) profile = sub.spec.payload->profile;
   const bool unpinned = sub.runner.empty() || sub.runner == kAutoRunner;
   std::string runner = !unpinned ? sub.runner : sub.kind == "training" ? std::string(kAutoRunner) : "process";
-  return JobNeeds{std::move(runner), sub.required_tags, std::move(profile)};
+  return JobNeeds{std::move(runner), sub.required_tags, std::move(profile), sub.spec.timeout_s};
 }
 
 using protocol::AttemptState;
@@ -56,6 +56,23 @@ std::optional<std::string> choose_runner(const WorkerCaps& caps, const std::map<
   if (slurm_elsewhere) return std::nullopt;
   on.runner = "process";
   return can_take_now(caps, free, on) ? std::optional<std::string>("process") : std::nullopt;
+}
+
+std::chrono::system_clock::time_point serves_until(const std::optional<protocol::SlurmAllocation>& a) {
+  using Time = std::chrono::system_clock::time_point;
+  if (!a || !a->end_time) return Time::max();
+  auto end = protocol::parse_time(*a->end_time);
+  if (!end) return Time::max();
+  return *end - std::chrono::seconds(a->lead_s.value_or(protocol::kDefaultWalltimeLeadS));
+}
+
+bool fits_before_end(std::optional<double> timeout_s, std::chrono::system_clock::time_point until,
+                     std::chrono::system_clock::time_point now,
+                     std::optional<std::chrono::system_clock::time_point> longest_elsewhere) {
+  if (until == std::chrono::system_clock::time_point::max()) return true;
+  if (now >= until) return false;
+  if (timeout_s) return std::chrono::duration<double>(until - now).count() >= *timeout_s;
+  return !longest_elsewhere || *longest_elsewhere <= until;
 }
 
 JobState after_lost_attempt(int attempts_made, int max_attempts, bool cancel_requested) {

@@ -19,13 +19,31 @@ struct WorkerCaps {
   std::vector<std::string> runners;
   std::map<std::string, std::string> tags;
   std::vector<std::string> profiles;
+  // Until when it takes jobs that stop with it (process jobs): serves_until of its allocation.
+  std::chrono::system_clock::time_point serves_until = std::chrono::system_clock::time_point::max();
 };
+
+// Until when a worker registered with allocation `a` (its registration's `slurm`) takes process jobs: the
+// allocation's endTime minus its leadS (protocol::kDefaultWalltimeLeadS when absent). time_point::max() when it
+// has no end: a login-node manager (no `slurm`), an unlimited allocation (no endTime), or an endTime that does not
+// parse (registration refuses one; a row from before that check reads as no end).
+std::chrono::system_clock::time_point serves_until(const std::optional<protocol::SlurmAllocation>& a);
+
+// Placement by allocation end (docs/protocol.md, "Placement by allocation end"): whether a process job whose
+// timeout is `timeout_s` (nullopt: none) may be handed at `now` to a worker serving until `until`. Always, for a
+// worker without an end (time_point::max()). Otherwise a job with a timeout only when it fits: now + timeout <=
+// until; a job without one only when now < until and no other worker that could take it serves longer
+// (`longest_elsewhere`: the latest serves_until of those workers; nullopt when there is none).
+bool fits_before_end(std::optional<double> timeout_s, std::chrono::system_clock::time_point until,
+                     std::chrono::system_clock::time_point now,
+                     std::optional<std::chrono::system_clock::time_point> longest_elsewhere);
 
 // What a job needs from a worker.
 struct JobNeeds {
   std::string runner;
   std::map<std::string, std::string> required_tags;
   std::optional<std::string> profile;  // kind=training only
+  std::optional<double> timeout_s;     // the job's timeoutS: its placement on a worker with an end (fits_before_end)
 };
 
 // The runner of a queued training job submitted without one (docs/protocol.md, "Runner choice").

@@ -60,20 +60,27 @@ bool PollHub::slot_freed(const std::string& worker_id, const std::string& runner
   return false;
 }
 
-PollHub::Waiter* PollHub::find_one_for(const JobNeeds& needs) {
+PollHub::Waiter* PollHub::find_one_for(const JobNeeds& needs, std::chrono::system_clock::time_point now) {
   if (needs.runner == kAutoRunner) {
     // An unpinned training job goes to a Slurm worker when one can take it: such a worker first.
     JobNeeds on_slurm = needs;
     on_slurm.runner = "slurm";
-    if (Waiter* w = find_one_for(on_slurm)) return w;
+    if (Waiter* w = find_one_for(on_slurm, now)) return w;
   }
-  for (auto& [_, w] : parked_)
-    if (w->accepts_jobs && can_take_now(w->caps, w->request.free, needs)) return w;
-  return nullptr;
+  // A Slurm job survives its worker; any other runs on process and is placed by the worker's end.
+  const bool placed = needs.runner != "slurm";
+  Waiter* best = nullptr;
+  for (auto& [_, w] : parked_) {
+    if (!w->accepts_jobs || !can_take_now(w->caps, w->request.free, needs)) continue;
+    if (!placed) return w;
+    if (!fits_before_end(needs.timeout_s, w->caps.serves_until, now, std::nullopt)) continue;
+    if (!best || w->caps.serves_until > best->caps.serves_until) best = w;
+  }
+  return best;
 }
 
-bool PollHub::wake_one_for(const JobNeeds& needs) {
-  Waiter* w = find_one_for(needs);
+bool PollHub::wake_one_for(const JobNeeds& needs, std::chrono::system_clock::time_point now) {
+  Waiter* w = find_one_for(needs, now);
   if (w) wake(*w, Why::woken);
   return w != nullptr;
 }
@@ -86,8 +93,8 @@ PollHub::Claim PollHub::claim(Waiter& w) {
   return Claim{w.worker_id, ticket, w.request};
 }
 
-std::optional<PollHub::Claim> PollHub::claim_one_for(const JobNeeds& needs) {
-  Waiter* w = find_one_for(needs);
+std::optional<PollHub::Claim> PollHub::claim_one_for(const JobNeeds& needs, std::chrono::system_clock::time_point now) {
+  Waiter* w = find_one_for(needs, now);
   if (!w) return std::nullopt;
   return claim(*w);
 }

@@ -52,11 +52,12 @@ class PollHub {
   // Wakes the parked poll of `worker_id` (a claimed one looks again once handed or released). Returns false
   // when it has none.
   bool wake_worker(const std::string& worker_id);
-  // Wakes one parked poll that can take a job with `needs` now (runner, tags, profile, a free slot).
-  // Returns false when none can.
-  bool wake_one_for(const JobNeeds& needs);
+  // Wakes one parked poll that can take a job with `needs` at `now` (runner, tags, profile, a free slot; a
+  // process job only where it fits before the worker's end, fits_before_end, and of those the one that serves
+  // longest). Returns false when none can.
+  bool wake_one_for(const JobNeeds& needs, std::chrono::system_clock::time_point now);
   // Claims the parked poll that wake_one_for would wake, instead of waking it. nullopt when none can take it.
-  std::optional<Claim> claim_one_for(const JobNeeds& needs);
+  std::optional<Claim> claim_one_for(const JobNeeds& needs, std::chrono::system_clock::time_point now);
   // Claims the parked poll of `worker_id` if it accepts jobs (a final event of one of its attempts is about to
   // free a slot). nullopt when it has none.
   std::optional<Claim> claim_worker(const std::string& worker_id);
@@ -80,8 +81,9 @@ class PollHub {
   // Sets why and calls on_wake; wake() also removes the waiter from the parked ones.
   void notify(Waiter& w, Why why);
   void wake(Waiter& w, Why why);
-  // The parked poll that can take a job with `needs` now (slurm workers first for an "auto" job), or null.
-  Waiter* find_one_for(const JobNeeds& needs);
+  // The parked poll that can take a job with `needs` at `now` (slurm workers first for an "auto" job; see
+  // wake_one_for), or null.
+  Waiter* find_one_for(const JobNeeds& needs, std::chrono::system_clock::time_point now);
   Claim claim(Waiter& w);
 
   std::unordered_map<std::string, Waiter*> parked_;

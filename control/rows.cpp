@@ -124,6 +124,12 @@ protocol::EventInfo event_from(const sql::Statement& q) {
   return x;
 }
 
+WorkerCaps caps_from(const sql::Statement& q, int first) {
+  WorkerCaps caps{strings_from(q.text(first)), string_map_from(q.text(first + 1)), strings_from(q.text(first + 2))};
+  if (!q.null(first + 3)) caps.serves_until = serves_until(decoded<protocol::SlurmAllocation>(q.text(first + 3)));
+  return caps;
+}
+
 AttemptRow attempt_row_from(const sql::Statement& q) {
   AttemptRow a;
   a.lease_id = q.text(0);
@@ -142,6 +148,7 @@ AttemptRow attempt_row_from(const sql::Statement& q) {
   a.required_tags = q.text(13);
   a.uncounted_attempts = q.i32(14);
   a.runner_auto = q.i32(15) != 0;
+  a.timeout_s = q.opt_f64(16);
   return a;
 }
 

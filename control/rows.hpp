@@ -13,6 +13,7 @@
 #include <boost/json/serialize.hpp>
 #include <boost/json/value_from.hpp>
 
+#include "control/policy.hpp"
 #include "control/sql.hpp"
 #include "protocol/protocol.hpp"
 
@@ -23,6 +24,10 @@ inline constexpr const char* kWorkerColumns =
     "id, launch_id, label, hostname, pid, version, protocol, backend, runners, tags, capacity, profiles, slurm, "
     "status, exit_reason, exit_message, directive, registered_at, last_seen, identity";
 protocol::WorkerInfo worker_from(const sql::Statement& q);
+
+// `SELECT <kCapsColumns> FROM workers` (from column `first` on): what the worker offers, for dispatch.
+inline constexpr const char* kCapsColumns = "runners, tags, profiles, slurm";
+WorkerCaps caps_from(const sql::Statement& q, int first);
 
 // `SELECT <kJobColumns> FROM jobs`: job_from fills everything but attempts and events.
 inline constexpr const char* kJobColumns =
@@ -59,6 +64,7 @@ struct AttemptRow {
   bool runner_auto = false;   // submitted without a runner: requeued as 'auto', chosen again at dispatch
   std::optional<std::string> profile;
   std::string required_tags;  // JSON text
+  std::optional<double> timeout_s;  // the job's timeoutS
 
   // The attempt still runs: assigned, pending or running.
   bool live() const {
@@ -74,7 +80,7 @@ struct AttemptRow {
 inline constexpr const char* kAttemptRowColumns =
     "a.lease_id, a.job_id, a.attempt, a.worker_id, a.state, a.last_seq, j.state, j.current_lease, "
     "j.cancel_requested, j.attempts - j.uncounted_attempts, j.max_attempts, j.runner, j.profile, j.required_tags, "
-    "j.uncounted_attempts, j.runner_auto";
+    "j.uncounted_attempts, j.runner_auto, json_extract(j.spec, '$.timeoutS')";
 AttemptRow attempt_row_from(const sql::Statement& q);
 
 // One page of a list. `candidates` are (cursor, id) pairs in list order, up to one more than `limit`. Loads

@@ -103,7 +103,7 @@ asio::awaitable<void> Service::expire(Liveness::Expired expired) {
     auto x = co_await db_.run(std::move(op));
     if (!x.expired) continue;
     log_->warn("lease {} of worker {} expired; attempt lost{}", lease, x.worker_id, x.requeued ? ", job re-queued" : "");
-    if (x.requeued) hub_.wake_one_for(*x.requeued);
+    if (x.requeued) hub_.wake_one_for(*x.requeued, wall_now());
     wake_all_job_waiters();
   }
 }
@@ -326,7 +326,7 @@ asio::awaitable<HttpReply> Service::register_worker(const Principal& by, const H
     cancels_sent_.erase(w);
     hub_.wake_worker(w);
   }
-  for (const auto& needs : r->requeued) hub_.wake_one_for(needs);
+  for (const auto& needs : r->requeued) hub_.wake_one_for(needs, wall_now());
   if (!r->lost_leases.empty()) wake_all_job_waiters();
   if (!r->replaced_workers.empty() || !r->adopted_leases.empty())
     log_->info("worker {} took over from {} worker(s) of identity '{}': {} attempt(s) adopted, {} lost",

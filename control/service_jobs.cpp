@@ -103,7 +103,7 @@ asio::awaitable<HttpReply> Service::submit(const HttpRequest& req) {
   auto body = decode<protocol::JobSubmission>(req.body, config_.limits);
   if (!body) co_return body.error();
   // An idle held poll that can take the job leases it in the submission's own transaction (one commit).
-  ClaimGuard claim(hub_, hub_.claim_one_for(needs_of(*body)));
+  ClaimGuard claim(hub_, hub_.claim_one_for(needs_of(*body), wall_now()));
   auto op = [b = *body, c = claim.get()](Store& s) {
     WithPoll<SubmitOutcome> out{s.submit(b, wall_now()), std::nullopt};
     if (c) out.poll = s.poll(c->worker_id, c->request, wall_now());
@@ -115,7 +115,7 @@ asio::awaitable<HttpReply> Service::submit(const HttpRequest& req) {
     auto asked = claim.get()->request;
     hand_or_release(claim.take(), std::move(r.poll), std::move(asked));
   }
-  if (!taken) hub_.wake_one_for(r.first.needs);
+  if (!taken) hub_.wake_one_for(r.first.needs, wall_now());
   log_->info("job {} submitted (runner {}, kind {}){}", r.first.job.id, printable_excerpt(r.first.job.runner, 256),
              r.first.job.kind, taken ? ", leased at once" : "");
   co_return json_reply(201, r.first.job);
@@ -206,7 +206,7 @@ asio::awaitable<HttpReply> Service::event(std::string job_id, std::string worker
     liveness_.lease_forget(body->lease_id);
     rearm_clocks();
   }
-  if (r->requeued) hub_.wake_one_for(*r->requeued);
+  if (r->requeued) hub_.wake_one_for(*r->requeued, wall_now());
   if (r->freed_slot) hub_.slot_freed(r->freed_slot->first, r->freed_slot->second);
   if (r->attempt_ended) wake_job_waiters(job_id);
   co_return json_reply(200, r->reply);

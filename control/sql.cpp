@@ -70,6 +70,10 @@ std::string Statement::blob(int c) const {
 
 std::optional<int> Statement::opt_i32(int c) const { return null(c) ? std::nullopt : std::optional<int>(i32(c)); }
 
+std::optional<double> Statement::opt_f64(int c) const {
+  return null(c) ? std::nullopt : std::optional<double>(sqlite3_column_double(s_, c));
+}
+
 std::optional<std::string> Statement::opt_text(int c) const {
   return null(c) ? std::nullopt : std::optional<std::string>(text(c));
 }

@@ -58,6 +58,7 @@ class Statement {
   std::string text(int c) const;
   std::string blob(int c) const;
   std::optional<int> opt_i32(int c) const;
+  std::optional<double> opt_f64(int c) const;  // an INTEGER column reads as its value
   std::optional<std::string> opt_text(int c) const;
 
  private:

@@ -94,7 +94,7 @@ ApiResult<RegisterOutcome> Store::register_worker(const protocol::RegisterReques
               slurm, when, when, by.hash, token_hash(out.reply.worker_token), identity)
         .run();
   }
-  out.caps = WorkerCaps{req.runners, req.tags, req.profiles};
+  out.caps = WorkerCaps{req.runners, req.tags, req.profiles, serves_until(req.slurm)};
   if (identity)
     take_over(out.reply.worker_id, *identity, by, req, out, now);
   else
@@ -182,14 +182,13 @@ void Store::reconcile(const std::string& worker_id, const std::vector<protocol::
 }
 
 ApiResult<PollOutcome> Store::poll(const std::string& worker_id, const protocol::PollRequest& req, WallTime now) {
-  auto q = db_.query("SELECT status, directive, runners, tags, profiles FROM workers WHERE id=?");
+  static const std::string sql = std::string("SELECT status, directive, ") + rows::kCapsColumns + " FROM workers WHERE id=?";
+  auto q = db_.query(sql.c_str());
   q.bind(worker_id);
   if (!q.step() || q.text(0) == "gone") return unknown_worker(worker_id);
   PollOutcome out;
   if (auto d = q.opt_text(1)) out.reply.directive = protocol::parse_directive(*d);
-  out.caps.runners = strings_from(q.text(2));
-  out.caps.tags = string_map_from(q.text(3));
-  out.caps.profiles = strings_from(q.text(4));
+  out.caps = rows::caps_from(q, 2);
   // last_seen is kept to the second: a burst of polls (one per finished job) then commits nothing, so the
   // poll does not queue an fsync in front of the events that follow it.
   db_.query("UPDATE workers SET status='active', last_seen=? WHERE id=? AND (status<>'active' OR last_seen<?)")
@@ -218,13 +217,27 @@ std::vector<protocol::JobAssignment> Store::dispatch(const std::string& worker_i
     int attempts;
   };
   std::vector<Candidate> picked;
-  std::optional<std::vector<WorkerCaps>> slurm_workers;  // the other active workers with slurm, read once if needed
+  // The other active, undirected workers with the slurm (process) runner, each read once if needed.
+  std::optional<std::vector<WorkerCaps>> slurm_workers, process_workers;
   auto slurm_elsewhere = [&](const JobNeeds& needs) {
-    if (!slurm_workers) slurm_workers = other_slurm_workers(worker_id);
+    if (!slurm_workers) slurm_workers = other_workers(worker_id, "slurm");
     JobNeeds on = needs;
     on.runner = "slurm";
     return std::any_of(slurm_workers->begin(), slurm_workers->end(),
                        [&](const WorkerCaps& w) { return can_take(w, on); });
+  };
+  // Placement by allocation end: a process job goes to a worker with an end only when it fits before it.
+  auto fits_here = [&](const JobNeeds& needs, const std::string& spec) {
+    if (needs.runner != "process" || caps.serves_until == WallTime::max()) return true;
+    const auto timeout = rows::spec_from(spec).timeout_s;
+    std::optional<WallTime> longest_elsewhere;
+    if (!timeout) {
+      if (!process_workers) process_workers = other_workers(worker_id, "process");
+      for (const auto& w : *process_workers)
+        if (can_take(w, needs) && (!longest_elsewhere || w.serves_until > *longest_elsewhere))
+          longest_elsewhere = w.serves_until;
+    }
+    return fits_before_end(timeout, caps.serves_until, now, longest_elsewhere);
   };
   {
     auto q = db_.query(
@@ -243,6 +256,7 @@ std::vector<protocol::JobAssignment> Store::dispatch(const std::string& worker_i
       } else if (!can_take_now(caps, budget, needs)) {
         continue;
       }
+      if (!fits_here(needs, q.text(5))) continue;
       --budget[needs.runner];
       picked.push_back({q.text(0), needs.runner, q.text(2), q.text(5), q.i32(6)});
       bool exhausted = std::all_of(budget.begin(), budget.end(), [](const auto& kv) { return kv.second <= 0; });
@@ -270,13 +284,14 @@ std::vector<protocol::JobAssignment> Store::dispatch(const std::string& worker_i
   return out;
 }
 
-std::vector<WorkerCaps> Store::other_slurm_workers(const std::string& worker_id) {
+std::vector<WorkerCaps> Store::other_workers(const std::string& worker_id, const std::string& runner) {
   std::vector<WorkerCaps> out;
-  auto q = db_.query(
-      "SELECT runners, tags, profiles FROM workers WHERE status='active' AND directive IS NULL AND id<>? "
-      "AND EXISTS (SELECT 1 FROM json_each(runners) WHERE value='slurm')");
-  q.bind(worker_id);
-  while (q.step()) out.push_back(WorkerCaps{strings_from(q.text(0)), string_map_from(q.text(1)), strings_from(q.text(2))});
+  static const std::string sql = std::string("SELECT ") + rows::kCapsColumns +
+                                 " FROM workers WHERE status='active' AND directive IS NULL AND id<>? "
+                                 "AND EXISTS (SELECT 1 FROM json_each(runners) WHERE value=?)";
+  auto q = db_.query(sql.c_str());
+  q.bind(worker_id, runner);
+  while (q.step()) out.push_back(rows::caps_from(q, 0));
   return out;
 }
 

@@ -270,9 +270,9 @@ class Store {
   // The takeover half of register_worker (see there) for `worker_id` registering with `identity`.
   void take_over(const std::string& worker_id, const std::string& identity, const TokenRecord& by,
                  const protocol::RegisterRequest& req, RegisterOutcome& out, WallTime now);
-  // The capabilities of the active, undirected workers other than `worker_id` that advertise the slurm runner
-  // (for the runner choice of an unpinned training job).
-  std::vector<WorkerCaps> other_slurm_workers(const std::string& worker_id);
+  // The capabilities of the active, undirected workers other than `worker_id` that advertise `runner` (slurm: for
+  // the runner choice of an unpinned training job; process: for the placement of a job without a timeout).
+  std::vector<WorkerCaps> other_workers(const std::string& worker_id, const std::string& runner);
   std::vector<protocol::JobAssignment> dispatch(const std::string& worker_id, const WorkerCaps& caps,
                                                 const std::map<std::string, int>& free, WallTime now);
   // Record a state change for take_changes(); nullopt is "no row".

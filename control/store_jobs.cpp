@@ -128,7 +128,7 @@ std::optional<JobNeeds> Store::lose_attempt(const AttemptRow& a, const std::stri
     db_.query("UPDATE jobs SET state='queued', runner=?, current_lease=NULL, worker_id=NULL, updated_at=? WHERE id=?")
         .bind(runner, when, a.job_id)
         .run();
-    return JobNeeds{runner, rows::string_map_from(a.required_tags), a.profile};
+    return JobNeeds{runner, rows::string_map_from(a.required_tags), a.profile, a.timeout_s};
   }
   std::string why = next == JobState::cancelled ? "cancelled; its attempt was lost: " + message
                                                 : "attempt " + std::to_string(a.attempt) + " lost (" + message +

@@ -80,6 +80,10 @@ Result<void> validate(const protocol::RegisterRequest& r, const protocol::Limits
   for (const auto& [runner, n] : r.capacity)
     if (n < 0) return fail("field 'capacity." + runner + "': must be >= 0");
   if (r.pid < 0) return fail("field 'pid': must be >= 0");
+  if (r.slurm && r.slurm->end_time && !protocol::parse_time(*r.slurm->end_time))
+    return fail("field 'slurm.endTime': " + q(*r.slurm->end_time) + " is not an RFC 3339 time");
+  if (r.slurm && r.slurm->lead_s && (*r.slurm->lead_s < 0 || *r.slurm->lead_s > protocol::kMaxWalltimeLeadS))
+    return fail("field 'slurm.leadS': must be 0 to " + std::to_string(protocol::kMaxWalltimeLeadS));
   if (r.identity) {
     if (r.identity->size() > kMaxIdentity)
       return fail("field 'identity': longer than " + std::to_string(kMaxIdentity) + " bytes");

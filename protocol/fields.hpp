@@ -71,7 +71,8 @@ struct Wire<SlurmAllocation> {
   static constexpr auto fields = std::tuple{
       req("jobId", &S::job_id),
       opt("partition", &S::partition),
-      opt("endTime", &S::end_time)};
+      opt("endTime", &S::end_time),
+      opt("leadS", &S::lead_s)};
 };
 template <>
 struct Wire<Payload> {

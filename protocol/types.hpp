@@ -115,7 +115,15 @@ struct SlurmAllocation {
   std::string job_id;
   std::string partition;
   std::optional<std::string> end_time;  // RFC 3339 UTC; absent for an unlimited job
+  // The walltime lead: the worker takes no new work in the last lead_s seconds before end_time (absent: the
+  // agent's 120 s, kDefaultWalltimeLeadS). 0 to 86 400.
+  std::optional<std::int64_t> lead_s;
 };
+
+// The walltime lead of a worker that advertises none (the agent's, agent/lifecycle.hpp).
+inline constexpr std::int64_t kDefaultWalltimeLeadS = 120;
+// The longest walltime lead a worker may advertise: a day.
+inline constexpr std::int64_t kMaxWalltimeLeadS = 86'400;
 
 // kind=training: the approved profile to run and its parameters (a JSON object, passed as data).
 struct Payload {

@@ -86,27 +86,42 @@ TEST_F(DaemonTest, OnlyJobsThatStopWithTheAgentMustFitBeforeTheWalltime) {
   FakeRunner local(ioc.get_executor(), "local", Lifetime::stops_with_agent);
   FakeRunner surviving(ioc.get_executor(), "process", Lifetime::survives_agent);
   runner_map = {{"local", &local}, {"process", &surviving}};
-  settings.capacity = {{"local", 1}, {"process", 1}};
-  settings.lifecycle.walltime_end = Clock::now() + 1h;  // a job without a timeout cannot be promised to fit
+  settings.capacity = {{"local", 2}, {"process", 1}};
+  settings.lifecycle.walltime_end = Clock::now() + 1h;  // lead 2 min: a 2 h job does not fit, a 30 min one does
+  auto too_long = job("a", "La", "local");
+  too_long.spec.timeout_s = 7200;
+  auto fits = job("c", "Lc", "local");
+  fits.spec.timeout_s = 1800;
+  auto unbounded = job("d", "Ld", "local");  // placed here by the control plane: no worker serves longer
+  auto surviving_job = job("b", "Lb", "process");
+  surviving_job.spec.timeout_s = 7200;
   surviving.finish.insert("b");
+  local.finish = {"c", "d"};
   auto ended = [&](const std::string& id) {
     auto states = cp.event_states(id);
     return !states.empty() && states.back() != "running";
   };
   auto reason = run([&]() -> asio::awaitable<void> {
     co_await until([&] { return !cp.polls.empty(); });
-    cp.reply({.jobs = {job("a", "La", "local"), job("b", "Lb", "process")}});
+    cp.reply({.jobs = {too_long, surviving_job}});
     co_await until([&] { return ended("a") && ended("b"); }, &surviving);
+    co_await until([&] { return cp.polls.size() >= 2; });
+    cp.reply({.jobs = {fits, unbounded}});
+    co_await until([&] { return ended("c") && ended("d"); }, &local);
     daemon->on_signal(Signal::term);
   });
   EXPECT_EQ(reason, ExitReason::sigterm);
-  EXPECT_EQ(local.started, 0);
-  EXPECT_EQ(cp.event_states("a"), (std::vector<std::string>{"failed"}));
+  EXPECT_EQ(local.started, 2) << "c and d started, a did not";
+  // A refusal, never started: lost/overCapacity, so the control plane re-queues it without counting an attempt.
+  EXPECT_EQ(cp.event_states("a"), (std::vector<std::string>{"lost"}));
   for (const auto& [id, e] : cp.events) {
     if (id == "a") {
+      EXPECT_EQ(e.reason, protocol::EventReason::over_capacity);
       EXPECT_NE(e.message.find("does not fit"), std::string::npos) << e.message;
     }
   }
+  EXPECT_EQ(cp.event_states("c").back(), "succeeded");
+  EXPECT_EQ(cp.event_states("d").back(), "succeeded");
   EXPECT_EQ(surviving.started, 1);
   EXPECT_EQ(cp.event_states("b").back(), "succeeded");
 }

@@ -10,6 +10,11 @@ using nymph::protocol::EventState;
 using nymph::protocol::JobState;
 using namespace std::chrono_literals;
 
+namespace {
+// A fixed instant for the hub's placement checks (2026-01-01T00:00:00Z).
+const auto kNow = std::chrono::system_clock::time_point{} + std::chrono::seconds(1'767'225'600);
+}  // namespace
+
 TEST(Dispatch, MatchesRunnerTagsProfilesAndSlots) {
   WorkerCaps login{{"process", "slurm"}, {{"host", "slurm"}, {"site", "a"}}, {"smoke"}};
   EXPECT_TRUE(can_take(login, {"slurm", {{"host", "slurm"}}, std::nullopt}));
@@ -89,14 +94,64 @@ TEST(PollHub, WakesOnlyAMatchingWaiterOnce) {
   hub.park(a);
   hub.park(b);
   EXPECT_EQ(hub.size(), 2u);
-  EXPECT_TRUE(hub.wake_one_for({"slurm", {}, std::nullopt}));
+  EXPECT_TRUE(hub.wake_one_for({"slurm", {}, std::nullopt}, kNow));
   EXPECT_EQ(woke_b, 1);
   EXPECT_EQ(b.why, PollHub::Why::woken);
-  EXPECT_FALSE(hub.wake_one_for({"slurm", {}, std::nullopt}));  // b is no longer parked
-  EXPECT_FALSE(hub.wake_one_for({"gpu", {}, std::nullopt}));
+  EXPECT_FALSE(hub.wake_one_for({"slurm", {}, std::nullopt}, kNow));  // b is no longer parked
+  EXPECT_FALSE(hub.wake_one_for({"gpu", {}, std::nullopt}, kNow));
   EXPECT_EQ(woke_a, 0);
   hub.unpark(a);
   EXPECT_EQ(hub.size(), 0u);
+}
+
+TEST(Placement, AWorkerServesUntilItsAllocationEndMinusItsLead) {
+  using nymph::protocol::SlurmAllocation;
+  const auto max = std::chrono::system_clock::time_point::max();
+  EXPECT_EQ(serves_until(std::nullopt), max) << "a login-node manager has no end";
+  EXPECT_EQ(serves_until(SlurmAllocation{"1", "debug", std::nullopt}), max) << "an unlimited allocation";
+  EXPECT_EQ(serves_until(SlurmAllocation{"1", "debug", std::string("2026-01-01T01:00:00.000Z")}), kNow + 1h - 120s)
+      << "the agent's 120 s lead when none is advertised";
+  EXPECT_EQ(serves_until(SlurmAllocation{"1", "debug", std::string("2026-01-01T01:00:00.000Z"), 300}), kNow + 55min);
+  EXPECT_EQ(serves_until(SlurmAllocation{"1", "debug", std::string("soon")}), max);
+}
+
+TEST(Placement, AJobGoesToAWorkerWithAnEndOnlyWhenItFitsBeforeIt) {
+  const auto until = kNow + 30min;
+  const auto no_end = std::chrono::system_clock::time_point::max();
+  EXPECT_TRUE(fits_before_end(1e9, no_end, kNow, std::nullopt)) << "a worker without an end takes anything";
+  EXPECT_TRUE(fits_before_end(std::nullopt, no_end, kNow, kNow + 1h));
+  EXPECT_TRUE(fits_before_end(1800, until, kNow, std::nullopt)) << "exactly fits";
+  EXPECT_FALSE(fits_before_end(1801, until, kNow, std::nullopt));
+  EXPECT_FALSE(fits_before_end(1, until, until, std::nullopt)) << "inside the lead: nothing";
+  // Without a timeout: only where no other worker that could take it serves longer.
+  EXPECT_TRUE(fits_before_end(std::nullopt, until, kNow, std::nullopt));
+  EXPECT_TRUE(fits_before_end(std::nullopt, until, kNow, kNow + 10min));
+  EXPECT_TRUE(fits_before_end(std::nullopt, until, kNow, until));
+  EXPECT_FALSE(fits_before_end(std::nullopt, until, kNow, kNow + 31min));
+  EXPECT_FALSE(fits_before_end(std::nullopt, until, kNow, no_end)) << "a manager serves longer";
+  EXPECT_FALSE(fits_before_end(std::nullopt, until, until, std::nullopt));
+}
+
+TEST(PollHub, AProcessJobWakesTheParkedWorkerThatServesLongestAmongThoseItFits) {
+  PollHub hub;
+  std::vector<std::string> woke;
+  auto waiter = [&](const std::string& id, std::chrono::system_clock::time_point until) {
+    WorkerCaps caps{{"process", "slurm"}, {}, {}, until};
+    return PollHub::Waiter{id, caps, {.free = {{"process", 1}, {"slurm", 1}}}, true, [&woke, id] { woke.push_back(id); }};
+  };
+  auto short_left = waiter("short", kNow + 10min);
+  auto long_left = waiter("long", kNow + 50min);
+  hub.park(short_left);
+  hub.park(long_left);
+  EXPECT_FALSE(hub.wake_one_for({"process", {}, std::nullopt, 3600.0}, kNow)) << "an hour fits neither";
+  EXPECT_TRUE(hub.wake_one_for({"process", {}, std::nullopt, 300.0}, kNow));
+  EXPECT_EQ(woke, (std::vector<std::string>{"long"}));
+  EXPECT_TRUE(hub.wake_one_for({"process", {}, std::nullopt, std::nullopt}, kNow));
+  EXPECT_EQ(woke, (std::vector<std::string>{"long", "short"}));
+  auto other = waiter("other", kNow + 1min);
+  hub.park(other);
+  EXPECT_TRUE(hub.wake_one_for({"slurm", {}, std::nullopt, 1e6}, kNow)) << "a Slurm job survives its worker";
+  EXPECT_EQ(woke.back(), "other");
 }
 
 TEST(PollHub, DrainingWaiterGetsNoJobsButDirectives) {
@@ -104,7 +159,7 @@ TEST(PollHub, DrainingWaiterGetsNoJobsButDirectives) {
   int woke = 0;
   PollHub::Waiter a{"a", {{"process"}, {}, {}}, {.free = {{"process", 1}}}, false, [&] { ++woke; }};
   hub.park(a);
-  EXPECT_FALSE(hub.wake_one_for({"process", {}, std::nullopt}));
+  EXPECT_FALSE(hub.wake_one_for({"process", {}, std::nullopt}, kNow));
   EXPECT_TRUE(hub.wake_worker("a"));
   EXPECT_EQ(woke, 1);
 }
@@ -129,15 +184,15 @@ TEST(PollHub, AClaimedPollIsHandedItsOutcomeOnce) {
   int woke = 0;
   PollHub::Waiter a{"a", {{"process"}, {}, {}}, {.free = {{"process", 1}}}, true, [&] { ++woke; }};
   hub.park(a);
-  auto claim = hub.claim_one_for({"process", {}, std::nullopt});
+  auto claim = hub.claim_one_for({"process", {}, std::nullopt}, kNow);
   ASSERT_TRUE(claim);
   EXPECT_EQ(claim->worker_id, "a");
   EXPECT_EQ(claim->request.free.at("process"), 1);
   EXPECT_EQ(a.why, PollHub::Why::claimed);
   EXPECT_EQ(woke, 0);                                             // it goes on waiting, for its outcome
   EXPECT_EQ(hub.size(), 1u);                                      // still a held poll
-  EXPECT_FALSE(hub.claim_one_for({"process", {}, std::nullopt}));  // claimed once only
-  EXPECT_FALSE(hub.wake_one_for({"process", {}, std::nullopt}));   // nor woken for another job meanwhile
+  EXPECT_FALSE(hub.claim_one_for({"process", {}, std::nullopt}, kNow));  // claimed once only
+  EXPECT_FALSE(hub.wake_one_for({"process", {}, std::nullopt}, kNow));   // nor woken for another job meanwhile
   PollOutcome out;
   out.reply.jobs.push_back({.job_id = "job_1"});
   EXPECT_TRUE(hub.hand(*claim, out, {.free = {{"process", 0}}}));

@@ -49,6 +49,31 @@ class StoreTest : public ::testing::Test {
     return store_->register_worker(r, agent_, now()).value().reply.worker_id;
   }
 
+  // A worker inside a Slurm allocation that ends `left` from now (and drains `lead_s` before that).
+  std::string allocation_worker(std::chrono::seconds left, std::int64_t lead_s = 120) {
+    p::RegisterRequest r;
+    r.launch_id = nymph::test::fresh_ulid();
+    r.hostname = "node1";
+    r.backend = "slurm";
+    r.runners = {"process"};
+    r.slurm = p::SlurmAllocation{"42", "debug", p::format_time(now() + left), lead_s};
+    return store_->register_worker(r, agent_, now()).value().reply.worker_id;
+  }
+
+  std::string submit_with_timeout(std::optional<double> timeout_s) {
+    p::JobSubmission s;
+    s.runner = "process";
+    s.spec.argv = std::vector<std::string>{"/bin/true"};
+    s.spec.timeout_s = timeout_s;
+    return store_->submit(s, now()).job.id;
+  }
+
+  std::vector<std::string> polled_jobs(const std::string& w) {
+    std::vector<std::string> ids;
+    for (const auto& j : poll(w, {{"process", 10}}).reply.jobs) ids.push_back(j.job_id);
+    return ids;
+  }
+
   std::string submit(std::string runner = "process", std::map<std::string, std::string> tags = {},
                      std::optional<std::string> profile = {}, int max_attempts = 2) {
     p::JobSubmission s;
@@ -146,6 +171,38 @@ TEST_F(StoreTest, DispatchIsFifoAmongJobsTheWorkerCanTake) {
   EXPECT_EQ(out2.reply.jobs[1].job_id, slurm_job);
   EXPECT_EQ(out2.reply.jobs[2].job_id, training);
   EXPECT_EQ(out2.reply.jobs[2].kind, "training");
+}
+
+TEST_F(StoreTest, AWorkerWithAnAllocationEndGetsOnlyTheJobsThatFitBeforeIt) {
+  using namespace std::chrono_literals;
+  std::string hour = submit_with_timeout(3600);
+  std::string ten_minutes = submit_with_timeout(600);
+  std::string unbounded = submit_with_timeout(std::nullopt);
+  // 15 minutes left, 2 minutes of lead: 13 minutes to offer.
+  std::string node = allocation_worker(15min);
+  EXPECT_EQ(polled_jobs(node), (std::vector<std::string>{ten_minutes, unbounded}))
+      << "the hour-long job stays queued; the one without a timeout comes here, no worker serves longer";
+  std::string inside_lead = allocation_worker(15min, 900);
+  std::string later = submit_with_timeout(1);
+  EXPECT_TRUE(polled_jobs(inside_lead).empty()) << "a worker inside its lead takes no new work";
+  std::string manager = worker();
+  EXPECT_EQ(polled_jobs(manager), (std::vector<std::string>{hour, later}));
+}
+
+TEST_F(StoreTest, AJobWithoutATimeoutGoesToTheWorkerThatServesLongest) {
+  using namespace std::chrono_literals;
+  std::string soon = allocation_worker(10min);
+  std::string later = allocation_worker(60min);
+  std::string job = submit_with_timeout(std::nullopt);
+  EXPECT_TRUE(polled_jobs(soon).empty()) << "another worker has more time left";
+  EXPECT_EQ(polled_jobs(later), (std::vector<std::string>{job}));
+  std::string next = submit_with_timeout(std::nullopt);
+  std::string manager = worker();
+  EXPECT_TRUE(polled_jobs(later).empty()) << "a login-node manager serves longest";
+  EXPECT_EQ(polled_jobs(manager), (std::vector<std::string>{next}));
+  EXPECT_TRUE(store_->set_directive(manager, p::Directive::drain));
+  std::string after = submit_with_timeout(std::nullopt);
+  EXPECT_EQ(polled_jobs(later), (std::vector<std::string>{after})) << "a draining manager takes nothing";
 }
 
 TEST_F(StoreTest, EventsAreIdempotentAndFenced) {

@@ -135,6 +135,33 @@ TEST_F(InstallSlurmE2E, ShortWalltimeWithLeadExitsAsWalltime) {
   EXPECT_EQ(list["launches"].as_array()[0].at("exitReason"), "walltime");
 }
 
+// Issue 18, "no job is cut by a walltime": a worker in a 10-minute allocation serves until its end minus its
+// 2-minute lead. It runs a job whose timeout fits and one without a timeout (no worker serves longer), and is never
+// handed one whose timeout does not fit: that job stays queued with no attempt (before, the worker failed it).
+TEST_F(InstallSlurmE2E, AnAllocationWorkerIsHandedOnlyTheJobsThatFitBeforeItsEnd) {
+  ControlServer cp({.poll_timeout = "1s"});
+  std::string too_long = nymph::test::submit(cp, {"--timeout", "1h", "--", "/bin/true"});
+  std::string fits = nymph::test::submit(cp, {"--timeout", "60s", "--", "/bin/true"});
+  std::string unbounded = nymph::test::submit(cp, {"--", "/bin/true"});
+  install(cp, {"--slurm-time", "10"});
+  auto finished = [](const std::string& j) {
+    auto s = nymph::test::job_state(j);
+    return s == "succeeded" || s == "failed" || s == "lost" || s == "cancelled";
+  };
+  EXPECT_EQ(nymph::test::job_state(nymph::test::wait_for_job(cp, fits, finished, 180s)), "succeeded");
+  EXPECT_EQ(nymph::test::job_state(nymph::test::wait_for_job(cp, unbounded, finished, 60s)), "succeeded");
+  auto w = worker(cp, [](const std::string& s) { return s == "active"; });
+  ASSERT_TRUE(w.contains("slurm") && w.at("slurm").is_object()) << json::serialize(w);
+  EXPECT_EQ(w.at("slurm").as_object().at("leadS"), 120) << "the worker advertises its lead";
+  auto job = json::parse(cp.admin({"job", too_long, "--json"}).out).as_object();
+  const json::object& j = job.contains("job") ? job.at("job").as_object() : job;
+  EXPECT_EQ(str(j, "state"), "queued") << json::serialize(j);
+  EXPECT_FALSE(j.contains("attempts") && !j.at("attempts").as_array().empty()) << json::serialize(j);
+
+  auto k = nymph({"kill", id_, "--timeout", "60"});
+  EXPECT_EQ(k.exit_code, 0) << k.err << k.out;
+}
+
 // Issue 16, "done when": `nymph install --account A2 --qos Q2 --training-profile smoke=...` as the lab user, then the
 // seed's exact training submit (no --runner: a training job goes to the Slurm runner of a worker that has one) yields
 // a COMPLETED sbatch job whose sacct row shows account A2 and QOS Q2, and its result comes back.
