@@ -576,16 +576,19 @@ asio::awaitable<void> SlurmRunner::list_exit_records() {
 // Lists kExitRecordDir once (on the I/O threads) and marks the tracked attempts whose record is new.
 asio::awaitable<bool> SlurmRunner::new_exit_records() {
   auto list = [dir = config_.launch_dir / kExitRecordDir] {
-    std::set<std::string> names;
+    std::set<std::string, std::less<>> names;
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
       names.insert(it->path().filename().string());
     return names;
   };
-  const std::set<std::string> names = co_await io_.run(std::move(list));
+  const auto names = co_await io_.run(std::move(list));
+  if (names.empty()) co_return false;  // the usual answer: no pass over ten thousand attempts
   bool fresh = false;
   for (auto& [job_id, a] : attempts_) {
-    if (a->entry.slurm_job_id.empty() || a->exit_record_seen || !names.count(fs::path(a->entry.dir).filename().string())) continue;
+    const std::string_view dir = a->entry.dir;
+    const std::string_view record = dir.substr(dir.rfind('/') + 1);  // the directory's name (rfind npos + 1 = 0)
+    if (a->entry.slurm_job_id.empty() || a->exit_record_seen || !names.contains(record)) continue;
     a->exit_record_seen = true;
     fresh = true;
   }
