@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -228,7 +229,7 @@ class ExitRecordWatch {
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  auto i = static_cast<std::size_t>(p * double(v.size() - 1) + 0.5);
+  auto i = static_cast<std::size_t>(std::lround(p * double(v.size() - 1)));
   return v[std::min(i, v.size() - 1)];
 }
 
