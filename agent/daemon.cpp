@@ -516,7 +516,7 @@ struct Daemon::Impl {
     auto it = runners.find(job.runner);
     if (it == runners.end() || it->second->lifetime() != runners::Lifetime::stops_with_agent) return std::nullopt;
     std::optional<std::chrono::milliseconds> timeout;
-    if (job.spec.timeout_s) timeout = std::chrono::milliseconds(static_cast<std::int64_t>(*job.spec.timeout_s * 1000));
+    if (auto t = timeout_of(job.spec)) timeout = *t;
     if (lifecycle.fits_before_walltime(timeout, Clock::now())) return std::nullopt;
     return timeout ? "the job's timeout does not fit before this worker's allocation ends (minus its walltime lead)"
                    : "this worker's allocation ends within its walltime lead";

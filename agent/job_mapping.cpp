@@ -5,6 +5,12 @@
 
 namespace nymph::agent {
 
+std::optional<std::chrono::seconds> timeout_of(const protocol::JobSpec& spec) {
+  if (!spec.timeout_s) return std::nullopt;
+  const double seconds = std::ceil(std::clamp(*spec.timeout_s, 0.0, protocol::kMaxTimeoutS));
+  return std::chrono::seconds(static_cast<long long>(seconds));
+}
+
 runners::JobSpec to_runner_spec(const protocol::JobAssignment& job) {
   runners::JobSpec spec;
   spec.job_id = job.job_id;
@@ -14,9 +20,7 @@ runners::JobSpec to_runner_spec(const protocol::JobAssignment& job) {
   if (job.spec.argv) spec.argv = *job.spec.argv;
   spec.command = job.spec.command;
   spec.env = job.spec.env;
-  if (job.spec.timeout_s)
-    spec.timeout = std::chrono::seconds(
-        static_cast<long long>(std::ceil(std::clamp(*job.spec.timeout_s, 0.0, protocol::kMaxTimeoutS))));
+  spec.timeout = timeout_of(job.spec);
   if (auto it = job.spec.run_config.find("slurm"); it != job.spec.run_config.end() && it->value().is_object())
     spec.slurm_options = it->value().as_object();
   if (job.spec.payload) {

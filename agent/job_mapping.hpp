@@ -17,6 +17,9 @@ namespace nymph::agent {
 // object), and for training the profile name and parameters.
 runners::JobSpec to_runner_spec(const protocol::JobAssignment& job);
 
+// The job's timeoutS as whole seconds, rounded up and clamped to 0..kMaxTimeoutS; nullopt when it has none.
+std::optional<std::chrono::seconds> timeout_of(const protocol::JobSpec& spec);
+
 // The wire state for a runner state (the same six states).
 protocol::EventState to_event_state(runners::JobState state);
 

@@ -227,26 +227,25 @@ std::vector<protocol::JobAssignment> Store::dispatch(const std::string& worker_i
                        [&](const WorkerCaps& w) { return can_take(w, on); });
   };
   // Placement by allocation end: a process job goes to a worker with an end only when it fits before it.
-  auto fits_here = [&](const JobNeeds& needs, const std::string& spec) {
+  auto fits_here = [&](const JobNeeds& needs) {
     if (needs.runner != "process" || caps.serves_until == WallTime::max()) return true;
-    const auto timeout = rows::spec_from(spec).timeout_s;
     std::optional<WallTime> longest_elsewhere;
-    if (!timeout) {
+    if (!needs.timeout_s) {
       if (!process_workers) process_workers = other_workers(worker_id, "process");
       for (const auto& w : *process_workers)
         if (can_take(w, needs) && (!longest_elsewhere || w.serves_until > *longest_elsewhere))
           longest_elsewhere = w.serves_until;
     }
-    return fits_before_end(timeout, caps.serves_until, now, longest_elsewhere);
+    return fits_before_end(needs.timeout_s, caps.serves_until, now, longest_elsewhere);
   };
   {
     auto q = db_.query(
-        "SELECT id, runner, kind, profile, required_tags, spec, attempts FROM jobs "
+        "SELECT id, runner, kind, profile, required_tags, spec, attempts, json_extract(spec, '$.timeoutS') FROM jobs "
         "WHERE state='queued' AND (runner IN (SELECT value FROM json_each(?)) OR runner=?) ORDER BY seq");
     q.bind(json::serialize(runners), std::string(kAutoRunner));
     while (q.step()) {
       auto tags = string_map_from(q.text(4));
-      JobNeeds needs{q.text(1), std::move(tags), q.opt_text(3)};
+      JobNeeds needs{q.text(1), std::move(tags), q.opt_text(3), q.opt_f64(7)};
       if (needs.runner == kAutoRunner) {
         // Unpinned training job: slurm here if this worker has it, process only where no Slurm worker could.
         if (!can_take_now(caps, budget, needs)) continue;
@@ -256,7 +255,7 @@ std::vector<protocol::JobAssignment> Store::dispatch(const std::string& worker_i
       } else if (!can_take_now(caps, budget, needs)) {
         continue;
       }
-      if (!fits_here(needs, q.text(5))) continue;
+      if (!fits_here(needs)) continue;
       --budget[needs.runner];
       picked.push_back({q.text(0), needs.runner, q.text(2), q.text(5), q.i32(6)});
       bool exhausted = std::all_of(budget.begin(), budget.end(), [](const auto& kv) { return kv.second <= 0; });

@@ -141,6 +141,24 @@ std::vector<std::string> submit_held(int n) {
   return ids;
 }
 
+// Hands the held Slurm jobs `ids` to `runner` as journaled attempts "<prefix>-<i>" in `dir` (resume(): the
+// restart path, the same tracking as after run()'s sbatch).
+void track_held(asio::io_context& ioc, SlurmRunner& runner, JobReporter& reporter, const std::vector<std::string>& ids,
+                const std::string& prefix, const std::filesystem::path& dir) {
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    std::string job = prefix + "-" + std::to_string(i);
+    JournalEntry e{job, 1, "lease", ids[i], dir / (job + "-1"), WallClock::now()};
+    asio::co_spawn(ioc, runner.resume(e, reporter), rethrow_error);
+  }
+}
+
+// Detaches the `n` attempts track_held gave `runner` (the jobs stay in Slurm), then runs `ioc` until every resume()
+// has returned and the poll loop has ended.
+void detach_held(asio::io_context& ioc, SlurmRunner& runner, std::size_t n, const std::string& prefix) {
+  for (std::size_t i = 0; i < n; ++i) runner.stop(prefix + "-" + std::to_string(i), StopReason::shutdown);
+  ioc.run();
+}
+
 void run_until(asio::io_context& ioc, const std::function<bool()>& done, std::chrono::seconds limit) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (!done()) {
@@ -251,11 +269,7 @@ void with_defaults(const std::vector<std::string>& ids, int sample, int idle_s, 
   CountingCommands& cmds = *counting;
   SlurmRunner runner(ioc.get_executor(), c, std::move(counting), nymph::null_logger());
   NullReporter reporter;
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    std::string job = "held-" + std::to_string(i);
-    JournalEntry e{job, 1, "lease", ids[i], c.launch_dir / (job + "-1"), WallClock::now()};
-    asio::co_spawn(ioc, runner.resume(e, reporter), rethrow_error);
-  }
+  track_held(ioc, runner, reporter, ids, "held", c.launch_dir);
   run_until(ioc, [&] { return cmds.squeue_calls >= 1; }, 600s);  // warm-up cycle
   ExitRecordWatch watch(dir / "exits");
   std::vector<double> latency_s;
@@ -301,8 +315,7 @@ void with_defaults(const std::vector<std::string>& ids, int sample, int idle_s, 
                 double(cmds.squeue_calls - squeue_before) / minutes, (cpu_seconds() - cpu_before) * 1000 / minutes);
   }
   std::fflush(stdout);
-  for (std::size_t i = 0; i < ids.size(); ++i) runner.stop("held-" + std::to_string(i), StopReason::shutdown);
-  ioc.run();  // every resume() returns (detached), the poll loop ends
+  detach_held(ioc, runner, ids.size(), "held");
 }
 
 // One N: submits N held jobs one sbatch each (timed, RPCs by type), and for comparison one array of N held tasks;
@@ -343,11 +356,7 @@ void bench(int n, int cycles, int sample, int idle_s, const std::filesystem::pat
     CountingCommands& cmds = *counting;
     SlurmRunner runner(ioc.get_executor(), c, std::move(counting), nymph::null_logger());
     NullReporter reporter;
-    for (int i = 0; i < n; ++i) {
-      JournalEntry e{"bench-" + std::to_string(i), 1, "lease", ids[i],
-                     c.launch_dir / ("bench-" + std::to_string(i) + "-1"), WallClock::now()};
-      asio::co_spawn(ioc, runner.resume(e, reporter), rethrow_error);
-    }
+    track_held(ioc, runner, reporter, ids, "bench", c.launch_dir);
     run_until(ioc, [&] { return cmds.squeue_calls >= 1; }, 600s);  // warm-up cycle
     std::map<std::string, long> by_type;
     const double cpu_before = cpu_seconds();
@@ -369,8 +378,7 @@ void bench(int n, int cycles, int sample, int idle_s, const std::filesystem::pat
                 double(cmds.squeue_calls - squeue_before) / cycles, cpu_ms, rss, rss - rss_before,
                 double(rss - rss_before) * 1024 / n, double(heap - heap_before) / n);
     std::fflush(stdout);
-    for (int i = 0; i < n; ++i) runner.stop("bench-" + std::to_string(i), StopReason::shutdown);
-    ioc.run();
+    detach_held(ioc, runner, ids.size(), "bench");
   }
   with_defaults(ids, sample, idle_s, base / ("defaults-" + std::to_string(n)));
   cancel_all(ids);
@@ -392,11 +400,7 @@ void idle_rate(const std::vector<std::string>& ids, bool adaptive, int seconds, 
   CountingCommands& cmds = *counting;
   SlurmRunner runner(ioc.get_executor(), c, std::move(counting), nymph::null_logger());
   NullReporter reporter;
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    std::string job = "idle-" + std::to_string(i);
-    JournalEntry e{job, 1, "lease", ids[i], c.launch_dir / (job + "-1"), WallClock::now()};
-    asio::co_spawn(ioc, runner.resume(e, reporter), rethrow_error);
-  }
+  track_held(ioc, runner, reporter, ids, "idle", c.launch_dir);
   run_until(ioc, [&] { return cmds.squeue_calls >= 1; }, 120s);  // warm-up cycle
   auto before = rpc_counts();
   const int squeue_before = cmds.squeue_calls;
@@ -410,8 +414,7 @@ void idle_rate(const std::vector<std::string>& ids, bool adaptive, int seconds, 
               ids.size(), adaptive ? "adaptive" : "fixed", double(total) / minutes,
               double(cmds.squeue_calls - squeue_before) / minutes, (cpu_seconds() - cpu_before) * 1000 / minutes, seconds);
   std::fflush(stdout);
-  for (std::size_t i = 0; i < ids.size(); ++i) runner.stop("idle-" + std::to_string(i), StopReason::shutdown);
-  ioc.run();  // every resume() returns (detached), the poll loop ends
+  detach_held(ioc, runner, ids.size(), "idle");
 }
 
 }  // namespace

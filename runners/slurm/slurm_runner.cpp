@@ -158,9 +158,12 @@ NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 // The one frame a tracked job keeps (a manager tracks up to ten thousand): the work before following the job
 // (start(), attach()) and after it ended (finish_following()) runs in frames of their own, gone meanwhile.
 // Its frame holds little on purpose (GCC keeps every local and temporary of a coroutine in its frame): the job's
-// inputs stay on the heap until begin() has used them.
+// inputs stay on the heap until start() or attach() has used them.
 asio::awaitable<JobUpdate> SlurmRunner::track(std::unique_ptr<Origin> origin, JobReporter& reporter, OutputOffsets from) {
-  Attempt* const tracked = co_await begin(*origin, reporter, from);
+  Attempt* tracked = nullptr;
+  JobUpdate& ended = origin->ended;
+  if (auto* spec = std::get_if<JobSpec>(&origin->what)) tracked = co_await start(std::move(*spec), reporter, ended);
+  else tracked = co_await attach(std::get<JournalEntry>(std::move(origin->what)), reporter, from, ended);
   if (!tracked) co_return std::move(origin->ended);
   origin.reset();
   Attempt& a = *tracked;
@@ -179,28 +182,29 @@ asio::awaitable<JobUpdate> SlurmRunner::track(std::unique_ptr<Origin> origin, Jo
   co_return co_await finish_following(a);
 }
 
-asio::awaitable<SlurmRunner::Started> SlurmRunner::start(JobSpec spec, JobReporter& reporter) {
+asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::start(JobSpec spec, JobReporter& reporter, JobUpdate& ended) {
   const bool training = spec.kind == "training";
   if (!training && config_.profiles_only)
-    co_return not_started(failed_update("this worker runs approved training profiles only ([runners.process] "
-                                        "allow_commands = false): argv and command jobs are refused"));
+    co_return not_started(ended, failed_update("this worker runs approved training profiles only "
+                                               "([runners.process] allow_commands = false): argv and command jobs "
+                                               "are refused"));
   // Precedence (docs/profiles.md): runConfig.slurm > a profile's own #SBATCH lines > these site defaults >
   // Slurm's. prepare_training drops a default the profile script sets itself (sbatch's command line would
   // override the script).
   const cli::OptionDefaults defaults{config_.account, config_.qos, config_.partition};
   auto options = cli::validate_options(spec.slurm_options, defaults);
-  if (!options) co_return not_started(failed_update(options.error().message));
+  if (!options) co_return not_started(ended, failed_update(options.error().message));
   const Profile* profile = nullptr;
   std::string input;
   if (training) {
     auto p = resolve_training(config_.profiles, spec);
-    if (!p) co_return not_started(failed_update(p.error().message));
+    if (!p) co_return not_started(ended, failed_update(p.error().message));
     auto text = render_input(**p, spec.parameters);
-    if (!text) co_return not_started(failed_update(text.error().message));
+    if (!text) co_return not_started(ended, failed_update(text.error().message));
     profile = *p;
     input = std::move(*text);
   }
-  if (auto why = refusal(spec)) co_return not_started(std::move(*why));
+  if (auto why = refusal(spec)) co_return not_started(ended, std::move(*why));
 
   // The attempt holds its job's slot (and capacity) while its directory is prepared on the I/O threads.
   const fs::path dir = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
@@ -212,11 +216,12 @@ asio::awaitable<SlurmRunner::Started> SlurmRunner::start(JobSpec spec, JobReport
   auto sub = co_await prepare(spec, profile, std::move(input), *options);
   if (!sub) {
     attempts_.erase(spec.job_id);
-    co_return not_started(failed_update(sub.error().message));
+    co_return not_started(ended, failed_update(sub.error().message));
   }
   a.training = sub->training;
-  if (auto ended = co_await submit_and_track(a, std::move(*sub))) co_return not_started(std::move(*ended));
-  co_return Started{&a, {}};
+  auto untracked = co_await submit_and_track(a, std::move(*sub));
+  if (untracked) co_return not_started(ended, std::move(*untracked));
+  co_return &a;
 }
 NYMPH_GCC_PR109224_END
 
@@ -392,33 +397,26 @@ asio::awaitable<JobUpdate> SlurmRunner::resume(JournalEntry entry, JobReporter& 
   return track(std::make_unique<Origin>(Origin{std::move(entry), {}}), reporter, from);  // not a coroutine: see run()
 }
 
-asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::begin(Origin& origin, JobReporter& reporter, OutputOffsets from) {
-  Started started;
-  if (auto* spec = std::get_if<JobSpec>(&origin.what)) started = co_await start(std::move(*spec), reporter);
-  else started = co_await attach(std::get<JournalEntry>(std::move(origin.what)), reporter, from);
-  if (!started.attempt) origin.ended = std::move(started.ended);
-  co_return started.attempt;
-}
-
-asio::awaitable<SlurmRunner::Started> SlurmRunner::attach(JournalEntry entry, JobReporter& reporter, OutputOffsets from) {
+asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::attach(JournalEntry entry, JobReporter& reporter,
+                                                            OutputOffsets from, JobUpdate& ended) {
   auto tracked_already = [&]() -> std::optional<JobUpdate> {
     if (!attempts_.count(entry.job_id)) return std::nullopt;
     return failed_update("job " + entry.job_id + " is already tracked here", entry.slurm_job_id);
   };
-  if (auto refused = tracked_already()) co_return not_started(std::move(*refused));
+  if (auto refused = tracked_already()) co_return not_started(ended, std::move(*refused));
   auto has_input = [path = fs::path(entry.dir) / kInputFile] {
     std::error_code ec;
     return fs::exists(path, ec);
   };
   const bool training = co_await io_.run(std::move(has_input));
-  if (auto refused = tracked_already()) co_return not_started(std::move(*refused));  // resumed meanwhile
+  if (auto refused = tracked_already()) co_return not_started(ended, std::move(*refused));  // resumed meanwhile
   auto owned = std::make_unique<Attempt>(executor_, std::move(entry), reporter, from);
   Attempt& a = *owned;
   a.training = training;
   attempts_.emplace(a.entry.job_id, std::move(owned));
   log_->info("job {} attempt {}: re-attached to Slurm job {}", a.entry.job_id, a.entry.attempt, a.entry.slurm_job_id);
   start_tracking(a);
-  co_return Started{&a, {}};
+  co_return &a;
 }
 
 std::vector<InFlightAttempt> SlurmRunner::in_flight() const {

@@ -184,32 +184,31 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   boost::asio::awaitable<Result<Submission>> prepare(const JobSpec& spec, const Profile* profile, std::string input,
                                                      const SbatchOptions& options);
   boost::asio::awaitable<Result<nymph::slurm::CommandResult>> submit(const Submission& s);
-  // What start() did: the attempt it submitted and now tracks, or (attempt null) the final update of one that was
-  // refused or never got a Slurm id.
-  struct Started {
-    Attempt* attempt = nullptr;
-    JobUpdate ended;
-  };
-  static Started not_started(JobUpdate u) { return Started{nullptr, std::move(u)}; }
-  // run() up to tracking: validates, prepares the job directory, submits, journals, starts tracking.
-  boost::asio::awaitable<Started> start(JobSpec spec, JobReporter& reporter);
+  // For start() and attach(): sets `ended` to `u`, the final update of an attempt that is not tracked; nullptr.
+  static Attempt* not_started(JobUpdate& ended, JobUpdate u) {
+    ended = std::move(u);
+    return nullptr;
+  }
+  // run() up to tracking: validates, prepares the job directory, submits, journals, starts tracking. Returns the
+  // attempt now tracked, or nullptr with `ended` set (refused, or no Slurm id).
+  boost::asio::awaitable<Attempt*> start(JobSpec spec, JobReporter& reporter, JobUpdate& ended);
   // Submits `sub` for `a` and starts tracking it (nullopt), or ends `a` untracked and returns its final update.
   boost::asio::awaitable<std::optional<JobUpdate>> submit_and_track(Attempt& a, Submission sub);
   std::optional<JobUpdate> refusal(const JobSpec& spec) const;
   // What track() follows: a job to submit (run) or one a previous agent submitted (resume); and, when it could
-  // not be tracked, its final update.
+  // not be tracked, its final update (set by start() or attach()).
   struct Origin {
     std::variant<JobSpec, JournalEntry> what;
     JobUpdate ended;
   };
   // The coroutine of one job from run() or resume() to its final update.
   boost::asio::awaitable<JobUpdate> track(std::unique_ptr<Origin> origin, JobReporter& reporter, OutputOffsets from);
-  // start() or attach() as `origin` says: the attempt now tracked, or nullptr with origin.ended set.
-  boost::asio::awaitable<Attempt*> begin(Origin& origin, JobReporter& reporter, OutputOffsets from);
   // track() once the job has ended: the rest of its output, its result (training), forgetting it.
   boost::asio::awaitable<JobUpdate> finish_following(Attempt& a);
-  // resume() up to tracking: refuses an attempt tracked already, else tracks `entry` as a new Attempt.
-  boost::asio::awaitable<Started> attach(JournalEntry entry, JobReporter& reporter, OutputOffsets from);
+  // resume() up to tracking: tracks `entry` as a new Attempt and returns it, or returns nullptr with `ended` set
+  // when the attempt is tracked already.
+  boost::asio::awaitable<Attempt*> attach(JournalEntry entry, JobReporter& reporter, OutputOffsets from,
+                                          JobUpdate& ended);
   boost::asio::awaitable<void> ship_output(Attempt& a, bool to_end);
   JobUpdate end_without_tracking(const std::string& job_id, const std::filesystem::path& dir, JobUpdate u);
   void start_tracking(Attempt& a);
