@@ -135,6 +135,21 @@ class TableReader {
     }
   }
 
+  // A non-empty array of durations, each within [min, max].
+  void duration_list(const std::string& key, std::vector<milliseconds>& out, milliseconds min, milliseconds max) {
+    if (auto* n = find(key)) {
+      auto* a = n->as_array();
+      if (!a || a->empty()) fail_at(*n, key, "expected a non-empty array of durations such as [\"1m\", \"5m\"]");
+      out.clear();
+      for (auto&& v : *a) {
+        milliseconds d = to_duration(v, key);
+        if (d < min || d > max)
+          fail_at(v, key, "each must be between " + format_duration(min) + " and " + format_duration(max));
+        out.push_back(d);
+      }
+    }
+  }
+
   void string_map(const std::string& key, std::map<std::string, std::string>& out) {
     if (auto* n = find(key)) {
       auto* t = n->as_table();
@@ -224,6 +239,24 @@ void read_worker(TableReader& r, WorkerConfig& w) {
   r.optional_duration("idle_exit", w.idle_exit);
   r.duration("drain_grace", w.drain_grace);
   r.duration("stop_timeout", w.stop_timeout, milliseconds(1'000), kMaxStopTimeout);
+  r.duration("walltime_lead", w.walltime_lead, milliseconds(0), milliseconds(86'400'000));
+  r.reject_unknown_keys();
+}
+
+void read_chain(TableReader& r, ChainSection& c) {
+  c.keep = true;
+  r.path("script", c.script);
+  r.integer("min_generations", c.min_generations, 1, 1'000'000);
+  r.integer("max_generations", c.max_generations, 0, 1'000'000);
+  if (auto* n = r.find("max_generations"); n && c.max_generations > 0 && c.max_generations < c.min_generations)
+    r.fail_at(*n, "max_generations", "must not be below min_generations (0: no limit)");
+  r.duration("idle_end", c.idle_end, milliseconds(1'000), milliseconds(30LL * 86'400'000));
+  r.duration("successor_floor", c.successor_floor, milliseconds(1'000), milliseconds(86'400'000));
+  r.duration("successor_ceiling", c.successor_ceiling, milliseconds(1'000), milliseconds(7LL * 86'400'000));
+  if (auto* n = r.find("successor_ceiling"); n && c.successor_ceiling < c.successor_floor)
+    r.fail_at(*n, "successor_ceiling", "must not be shorter than successor_floor");
+  r.duration_list("submit_backoff", c.submit_backoff, milliseconds(1'000), milliseconds(86'400'000));
+  r.integer("pause_after", c.pause_after, 1, 1'000);
   r.reject_unknown_keys();
 }
 
@@ -370,6 +403,10 @@ Result<AgentConfig> parse_config(std::string_view text, const std::string& sourc
     if (auto* t = top.table("manager")) {
       TableReader r(*t, "manager", source);
       read_manager(r, config.manager);
+    }
+    if (auto* t = top.table("chain")) {
+      TableReader r(*t, "chain", source);
+      read_chain(r, config.chain);
     }
     if (auto* t = top.table("profiles")) read_profiles(*t, source, config.profiles);
     if (auto* t = top.table("log")) {

@@ -36,6 +36,8 @@ struct WorkerConfig {
   std::optional<milliseconds> idle_exit; // exit with exitReason idle after this long without jobs
   milliseconds drain_grace{60'000};      // how long running process jobs may finish after SIGTERM
   milliseconds stop_timeout{30'000};     // a stop (SIGTERM, kill, walltime) exits within this (1-35 s)
+  // Inside an allocation: the worker takes no new work and drains this long before the allocation ends (0-24 h).
+  milliseconds walltime_lead{120'000};
 };
 
 // [runners.process]
@@ -70,6 +72,21 @@ struct ManagerSection {
   milliseconds heartbeat_interval{10'000};  // how often manager.json is rewritten
 };
 
+// [chain]: a kept launch (`nymph install --slurm --keep`, docs/install.md "Kept launches"). Its presence makes the
+// daemon, inside an allocation, submit the next generation of the launch before its own walltime.
+struct ChainSection {
+  bool keep = false;                     // [chain] is present
+  std::filesystem::path script = "chain.sbatch";  // the launch's sbatch script (relative: to the working directory)
+  int min_generations = 1;               // generations the chain runs whatever the demand
+  int max_generations = 0;               // the last generation; 0: no limit
+  milliseconds idle_end{30 * 60'000};    // past min_generations: no successor once this generation was idle this long
+  milliseconds successor_floor{5 * 60'000};     // the successor is submitted at least this long before the serving
+  milliseconds successor_ceiling{2 * 3'600'000};  // end, at most this long (twice the measured queue wait between)
+  std::vector<milliseconds> submit_backoff{milliseconds(60'000), milliseconds(300'000), milliseconds(900'000),
+                                           milliseconds(3'600'000)};  // after the 1st, 2nd... failed submission
+  int pause_after = 4;                   // failed submissions in a row that pause the chain
+};
+
 // One entry of [profiles]: name = "/abs/script" or name = { script = "...", parameters = [...], max_input_bytes = N }.
 struct ProfileConfig {
   std::string name;
@@ -90,6 +107,7 @@ struct AgentConfig {
   ProcessSection process;
   SlurmSection slurm;
   ManagerSection manager;
+  ChainSection chain;
   std::vector<ProfileConfig> profiles;
   LogConfig log;
 };

@@ -98,6 +98,7 @@ struct Daemon::Impl {
   std::string status_synced;  // state/exitReason last written to status.json with fsync
   std::shared_ptr<int> alive = std::make_shared<int>(0);  // expires with the daemon: see on_trouble_change
   std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();
+  std::optional<ChainStatus> chain_status;  // a kept launch's, for status.json
 
   // ---- bookkeeping ---------------------------------------------------------------------------------------
 
@@ -127,7 +128,8 @@ struct Daemon::Impl {
                     .message = lifecycle.message(),
                     .started_at = started_at,
                     .updated_at = std::chrono::system_clock::now(),
-                    .running_jobs = active_runs()};
+                    .running_jobs = active_runs(),
+                    .chain = chain_status};
     for (const auto& [name, runner] : runners)
       if (auto trouble = runner->trouble(); !trouble.empty()) st.runner_trouble[name] = std::move(trouble);
     if (lifecycle.phase() == Phase::exited && lifecycle.exit_reason())
@@ -218,6 +220,7 @@ struct Daemon::Impl {
     r.profiles = settings.profiles;
     r.slurm = settings.allocation;
     if (!settings.identity.empty()) r.identity = settings.identity;
+    r.generation = settings.generation;
     for (const auto& [id, a] : attempts)
       if (a->listed()) r.running.push_back({a->job_id, a->lease_id});
     return r;
@@ -736,5 +739,18 @@ void Daemon::on_signal(Signal s) {
 }
 
 std::string Daemon::exit_message() const { return impl_->lifecycle.message(); }
+
+std::optional<Clock::time_point> Daemon::idle_since() const { return impl_->lifecycle.idle_since(); }
+
+std::optional<ExitReason> Daemon::stop_reason() const { return impl_->lifecycle.exit_reason(); }
+
+void Daemon::set_chain_status(std::string state, std::string reason, std::string successor_job_id) {
+  impl_->chain_status = ChainStatus{.generation = impl_->settings.generation,
+                                    .state = std::move(state),
+                                    .reason = std::move(reason),
+                                    .successor_job_id = std::move(successor_job_id)};
+  impl_->status_synced.clear();  // a change of the chain's state is fsync'ed like a change of the daemon's
+  impl_->write_status();
+}
 
 }  // namespace nymph::agent

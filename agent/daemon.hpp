@@ -31,6 +31,7 @@ struct DaemonSettings {
   std::map<std::string, int> capacity;           // runner name -> concurrent attempts
   std::vector<std::string> profiles;
   std::optional<protocol::SlurmAllocation> allocation;
+  std::int64_t generation = 1;                   // of a kept launch ([chain]); registered with the launch id
   std::chrono::milliseconds poll_timeout{30'000};
   std::chrono::milliseconds backoff_initial{500};
   std::chrono::milliseconds backoff_max{5'000};   // registration, polls and uploads: full jitter in [0, cap]
@@ -63,6 +64,17 @@ class Daemon {
 
   // The message that goes with the exit reason.
   std::string exit_message() const;
+
+  // When the worker last held no job (nullopt while it holds one, or before it serves). For a kept launch's idle
+  // rule.
+  std::optional<Clock::time_point> idle_since() const;
+
+  // Why the worker stops, once it began to (the lifecycle's exit reason), else nullopt.
+  std::optional<ExitReason> stop_reason() const;
+
+  // The kept launch's chain as status.json shows it ("chain": {"generation", "state", "reason", "successorJobId"});
+  // written at once. Not called: no "chain" key.
+  void set_chain_status(std::string state, std::string reason, std::string successor_job_id);
 
  private:
   struct Impl;

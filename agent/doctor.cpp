@@ -323,6 +323,19 @@ std::vector<Check> submit_checks(const Inputs& in, const Result<slurm::CommandRe
                            (test_only ? "exit status " + std::to_string(test_only->exit_code) + (why.empty() ? "" : ": " + why) : why),
                        "check [runners.slurm] partition, account and qos against `sacctmgr show assoc user=" +
                            in.user + "`"));
+  // chain.successor: a kept launch's generations submit their successors from the compute node they run on.
+  if (!in.in_allocation)
+    out.push_back(make("chain.successor", Verdict::ok,
+                       "kept launches (--keep) submit each successor from inside its allocation; check there with "
+                       "`srun nymph doctor`"));
+  else if (accepted)
+    out.push_back(make("chain.successor", Verdict::ok,
+                       "this compute node can submit: a kept launch (--keep) renews itself from here"));
+  else
+    out.push_back(make("chain.successor", Verdict::fail,
+                       "this compute node cannot submit, so a kept launch (--keep) would pause at its first successor: " +
+                           why,
+                       "install without --keep (a login-node manager), or ask the site to let compute nodes run sbatch"));
   return out;
 }
 

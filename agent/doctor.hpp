@@ -62,6 +62,7 @@ struct Inputs {
   std::chrono::milliseconds command_timeout{10'000};  // each Slurm command
   std::chrono::milliseconds http_timeout{10'000};     // GET /healthz
   bool deep = false;  // also submit a held job and cancel it (slurm.cancel)
+  bool in_allocation = false;  // $SLURM_JOB_ID is set: this host is a compute node running an allocation
 };
 
 // --- pure pieces -------------------------------------------------------------------------------------------
@@ -117,6 +118,9 @@ std::string partition_in_test_only(std::string_view text);
 // "slurm.partition" and "slurm.submit" from the answer of `sbatch --test-only` for a one-minute job carrying
 // [runners.slurm] partition, account and qos: a default partition exists (or the configured one is accepted),
 // and this user may submit that job. A refusal that talks about the partition fails slurm.partition.
+// "chain.successor": whether a kept launch (`nymph install --slurm --keep`) can renew itself from here; its
+// generations submit their successors from their compute node, so only inside an allocation (in.in_allocation)
+// does the answer decide it (fail when sbatch refuses); on a login node it says to check on a compute node.
 std::vector<Check> submit_checks(const Inputs& in, const Result<slurm::CommandResult>& test_only);
 
 // --- checks with I/O ---------------------------------------------------------------------------------------

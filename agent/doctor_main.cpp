@@ -48,6 +48,7 @@ doctor::Inputs make_inputs(const DoctorArgs& args) {
     else in.config_error = c.error().message;
   }
   in.path_env = env_or("PATH", "/usr/bin:/bin");
+  in.in_allocation = !env_or("SLURM_JOB_ID", "").empty();
   in.user = env_or("USER", env_or("LOGNAME", std::to_string(::geteuid())));
   in.state_dir = args.state_dir.empty() ? installer::default_state_dir(home()) : fs::absolute(args.state_dir);
   std::error_code ec;

@@ -61,6 +61,10 @@ class Lifecycle {
   // Whether a poll may ask for new jobs.
   bool accepting_jobs() const { return phase_ == Phase::serving; }
   std::optional<ExitReason> exit_reason() const { return reason_; }
+  // Serving with no job held: since when (updated by on_tick); nullopt while a job is held or when not serving.
+  std::optional<Clock::time_point> idle_since() const {
+    return phase_ == Phase::serving && was_idle_ ? std::optional(idle_since_) : std::nullopt;
+  }
   const std::string& message() const { return message_; }
 
   // Registration succeeded (also after a re-registration).

@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
                   "Approved training profile NAME=/absolute/script (repeatable)");
   run->add_flag("--replace", run_args.replace,
                 "Take over from the manager of this identity that runs (it drains and hands over its jobs)");
+  run->add_option("--generation", run_args.generation,
+                  "This allocation's generation in a kept launch (set by the launch's sbatch script)")
+      ->check(CLI::Range(1, 1'000'000));
   auto installer = nymph::installer::register_cli(app);  // install, launches [prune], kill
   bool probe_json = false;
   auto* probe = app.add_subcommand("probe", "Print what this host would advertise to a control plane");

@@ -12,6 +12,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "agent/chain_keeper.hpp"
+#include "agent/chain_record.hpp"
 #include "agent/config.hpp"
 #include "agent/daemon.hpp"
 #include "agent/manager_lease.hpp"
@@ -198,8 +200,10 @@ asio::awaitable<void> keep_lease(HeldLease& lease, std::chrono::milliseconds int
   }
 }
 
-DaemonSettings make_settings(const AgentConfig& c, const ProbeResult& probe, const fs::path& cwd) {
+DaemonSettings make_settings(const AgentConfig& c, const ProbeResult& probe, const fs::path& cwd, int generation) {
   DaemonSettings s;
+  s.lifecycle.walltime_lead = c.worker.walltime_lead;
+  if (c.chain.keep) s.generation = generation;
   s.launch_id = c.worker.launch_id.empty() ? new_launch_id() : c.worker.launch_id;
   s.label = c.worker.label.empty() ? probe.hostname : c.worker.label;
   s.hostname = probe.hostname;
@@ -220,7 +224,7 @@ DaemonSettings make_settings(const AgentConfig& c, const ProbeResult& probe, con
   s.poll_timeout = c.server.poll_timeout;
   s.lifecycle.drain_grace = c.worker.drain_grace;
   s.lifecycle.idle_exit = c.worker.idle_exit;
-  s.status_file = cwd / "status.json";
+  s.status_file = cwd / status_file_name(s.generation);
   return s;
 }
 
@@ -258,6 +262,36 @@ std::unique_ptr<runners::slurm::SlurmRunner> make_slurm_runner(asio::any_io_exec
   }
 }
 
+// What the chain keeper of a kept launch ([chain]) needs, inside an allocation with an end; nullopt otherwise (the
+// log says why when [chain] is set but there is nothing to renew).
+std::optional<ChainKeeperSettings> chain_keeper_settings(const AgentConfig& c, const ProbeResult& probe,
+                                                         const DaemonSettings& settings, const RunArgs& args,
+                                                         const fs::path& cwd,
+                                                         const std::shared_ptr<spdlog::logger>& log) {
+  if (!c.chain.keep) return std::nullopt;
+  if (!probe.allocation || !settings.lifecycle.walltime_end) {
+    log->warn("[chain]: {}: this generation submits no successor",
+              probe.allocation ? "the allocation has no time limit" : "not inside a Slurm allocation");
+    return std::nullopt;
+  }
+  ChainKeeperSettings k{.launch_dir = cwd,
+                        .script = fs::absolute(c.chain.script),
+                        .generation = args.generation,
+                        .slurm_job_id = probe.allocation->job_id,
+                        .serving_end = *settings.lifecycle.walltime_end - settings.lifecycle.walltime_lead,
+                        .policy = {.min_generations = c.chain.min_generations,
+                                   .max_generations = c.chain.max_generations,
+                                   .idle_end = c.chain.idle_end,
+                                   .floor = c.chain.successor_floor,
+                                   .ceiling = c.chain.successor_ceiling,
+                                   .backoff = c.chain.submit_backoff,
+                                   .pause_after = c.chain.pause_after},
+                        .sbatch = probe.sbatch_path.value_or(c.slurm.sbatch),
+                        .scancel = c.slurm.scancel,
+                        .command_timeout = c.slurm.command_timeout};
+  return k;
+}
+
 asio::awaitable<void> forward_signals(asio::signal_set& signals, Daemon& daemon) {
   for (;;) {
     auto [ec, number] = co_await signals.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -278,7 +312,7 @@ int run_daemon(const RunArgs& args) {
   asio::io_context ioc;
   auto probe = probe_or_throw(config, ioc, log);
   const fs::path cwd = fs::current_path();
-  auto settings = make_settings(config, probe, cwd);
+  auto settings = make_settings(config, probe, cwd, args.generation);
 
   // A manager (not inside an allocation) holds its identity's lease before anything reads the Slurm journal
   // or registers: a second manager of the identity stops here.
@@ -289,6 +323,8 @@ int run_daemon(const RunArgs& args) {
     lease.emplace(acquire_lease(config, identity, args, settings.launch_id, probe.hostname, log));
     settings.identity = identity.identity;
     slurm_launch_dir = identity.state_dir / "slurm";
+  } else if (settings.generation > 1) {  // generations of a kept launch overlap: each keeps its own Slurm journal
+    slurm_launch_dir = cwd / ("generation-" + std::to_string(settings.generation));
   }
   struct ReleaseAtExit {
     std::optional<HeldLease>& lease;
@@ -328,6 +364,7 @@ int run_daemon(const RunArgs& args) {
   log->info("nymph {} starting: launch {}, label {}, backend {}, server {}{}", kVersion, settings.launch_id,
             settings.label, settings.backend, config.server.url,
             settings.identity.empty() ? "" : ", manager " + settings.identity);
+  auto chain_settings = chain_keeper_settings(config, probe, settings, args, cwd, log);
   Daemon daemon(ioc.get_executor(), std::move(settings), **control_plane, runner_map, log);
 
   std::signal(SIGPIPE, SIG_IGN);
@@ -339,6 +376,13 @@ int run_daemon(const RunArgs& args) {
     stop_lease.emplace();
     asio::co_spawn(ioc, keep_lease(*lease, config.manager.heartbeat_interval, daemon, log),
                    asio::bind_cancellation_slot(stop_lease->slot(), log_failure(log, "manager lease heartbeat")));
+  }
+
+  slurm::ChildCommandRunner chain_commands;
+  std::unique_ptr<ChainKeeper> chain;
+  if (chain_settings) {
+    chain = std::make_unique<ChainKeeper>(ioc.get_executor(), std::move(*chain_settings), chain_commands, daemon, log);
+    asio::co_spawn(ioc, chain->run(), log_failure(log, "kept launch"));
   }
 
   ExitReason reason = ExitReason::error;
@@ -354,6 +398,7 @@ int run_daemon(const RunArgs& args) {
     }
     signals.cancel();
     if (stop_lease) stop_lease->emit(asio::cancellation_type::terminal);
+    if (chain) chain->finish();
   });
   ioc.run();
   log->info("exited: {} ({})", to_string(reason), daemon.exit_message());

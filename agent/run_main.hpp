@@ -10,6 +10,7 @@ struct RunArgs {
   std::filesystem::path config_file;
   std::vector<std::string> training_profiles;  // "name=/abs/script", added to [profiles]
   bool replace = false;                        // --replace: make the running manager of this identity hand over
+  int generation = 1;                          // --generation: this allocation's place in a kept launch ([chain])
 };
 
 // Runs the daemon in the foreground until it exits. Returns the process exit status: 2 for a start-up

@@ -31,6 +31,11 @@ Result<void> write_status_file(const std::filesystem::path& path, const DaemonSt
   o["updatedAtMs"] = to_unix_ms(s.updated_at);
   o["runningJobs"] = s.running_jobs;
   if (!s.runner_trouble.empty()) o["runnerTrouble"] = json::value_from(s.runner_trouble);
+  if (s.chain)
+    o["chain"] = json::object{{"generation", s.chain->generation},
+                              {"state", s.chain->state},
+                              {"reason", s.chain->reason},
+                              {"successorJobId", s.chain->successor_job_id}};
   std::string text = json::serialize(o) + "\n";
 
   return write_file_atomically(path, text, 0600,
@@ -59,6 +64,13 @@ Result<DaemonStatus> read_status_file(const std::filesystem::path& path) {
     if (const auto* t = o.if_contains("runnerTrouble"); t && t->is_object())
       for (const auto& [name, text] : t->as_object())
         if (text.is_string()) s.runner_trouble[std::string(name)] = std::string(text.as_string());
+    if (const auto* c = o.if_contains("chain"); c && c->is_object()) {
+      const auto& co = c->as_object();
+      s.chain = ChainStatus{.generation = co.at("generation").to_number<std::int64_t>(),
+                            .state = json::value_to<std::string>(co.at("state")),
+                            .reason = json::value_to<std::string>(co.at("reason")),
+                            .successor_job_id = json::value_to<std::string>(co.at("successorJobId"))};
+    }
   } catch (const std::exception& e) {
     return fail(path.string() + " is not a valid status file: " + e.what());
   }

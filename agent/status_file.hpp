@@ -1,6 +1,7 @@
 #pragma once
 // status.json: what `nymph launches` and `nymph kill` read about a running or finished daemon.
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -9,6 +10,14 @@
 #include "common/error.hpp"
 
 namespace nymph::agent {
+
+// A kept launch's chain, as the running generation sees it (status.json "chain").
+struct ChainStatus {
+  std::int64_t generation = 1;
+  std::string state;                      // waiting | retrying | submitted | paused | ended (agent/successor_policy.hpp)
+  std::string reason;                     // why paused or ended; the last submission error while retrying
+  std::string successor_job_id;           // the next generation's Slurm job, once submitted
+};
 
 struct DaemonStatus {
   int pid = 0;
@@ -22,6 +31,7 @@ struct DaemonStatus {
   std::chrono::system_clock::time_point updated_at;
   int running_jobs = 0;
   std::map<std::string, std::string> runner_trouble;  // runner name → Runner::trouble(), for those that have one
+  std::optional<ChainStatus> chain;       // kept launches only
 };
 
 // How hard write_status_file makes a write stick.

@@ -73,6 +73,7 @@ protocol::WorkerInfo worker_from(const sql::Statement& q) {
   w.registered_at = q.text(17);
   w.last_seen = q.text(18);
   w.identity = q.opt_text(19);
+  w.generation = q.i64(20);
   return w;
 }
 

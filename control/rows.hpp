@@ -22,7 +22,7 @@ namespace nymph::control::rows {
 // `SELECT <kWorkerColumns> FROM workers`: worker_from fills everything but running_jobs.
 inline constexpr const char* kWorkerColumns =
     "id, launch_id, label, hostname, pid, version, protocol, backend, runners, tags, capacity, profiles, slurm, "
-    "status, exit_reason, exit_message, directive, registered_at, last_seen, identity";
+    "status, exit_reason, exit_message, directive, registered_at, last_seen, identity, generation";
 protocol::WorkerInfo worker_from(const sql::Statement& q);
 
 // `SELECT <kCapsColumns> FROM workers` (from column `first` on): what the worker offers, for dispatch.

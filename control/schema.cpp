@@ -70,6 +70,28 @@ ALTER TABLE jobs ADD COLUMN uncounted_attempts INTEGER NOT NULL DEFAULT 0;
     R"sql(
 ALTER TABLE jobs ADD COLUMN runner_auto INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 6: the generation of a kept launch: each allocation of the chain is its own worker, so a worker is
+    // (launch_id, generation), not launch_id alone. SQLite cannot drop a column's UNIQUE: the table is rebuilt.
+    R"sql(
+CREATE TABLE workers_v6(
+  id TEXT PRIMARY KEY, launch_id TEXT NOT NULL, generation INTEGER NOT NULL DEFAULT 1, label TEXT NOT NULL,
+  hostname TEXT NOT NULL, pid INTEGER NOT NULL, version TEXT NOT NULL, protocol INTEGER NOT NULL,
+  backend TEXT NOT NULL, runners TEXT NOT NULL, tags TEXT NOT NULL, capacity TEXT NOT NULL, profiles TEXT NOT NULL,
+  slurm TEXT, status TEXT NOT NULL, exit_reason TEXT, exit_message TEXT NOT NULL DEFAULT '', directive TEXT,
+  registered_at TEXT NOT NULL, last_seen TEXT NOT NULL, token_hash TEXT, credential_hash TEXT, identity TEXT,
+  UNIQUE(launch_id, generation));
+INSERT INTO workers_v6(id, launch_id, label, hostname, pid, version, protocol, backend, runners, tags, capacity,
+  profiles, slurm, status, exit_reason, exit_message, directive, registered_at, last_seen, token_hash,
+  credential_hash, identity)
+SELECT id, launch_id, label, hostname, pid, version, protocol, backend, runners, tags, capacity, profiles, slurm,
+  status, exit_reason, exit_message, directive, registered_at, last_seen, token_hash, credential_hash, identity
+FROM workers;
+DROP TABLE workers;
+ALTER TABLE workers_v6 RENAME TO workers;
+CREATE UNIQUE INDEX workers_by_credential ON workers(credential_hash);
+CREATE INDEX workers_by_token ON workers(token_hash);
+CREATE INDEX workers_by_identity ON workers(token_hash, identity);
+)sql",
 };
 
 static_assert(std::size(kMigrations) == kSchemaVersion);

@@ -62,8 +62,8 @@ ApiResult<RegisterOutcome> Store::register_worker(const protocol::RegisterReques
   std::optional<std::string> identity;  // empty is none
   if (req.identity && !req.identity->empty()) identity = *req.identity;
   out.reply.worker_token = new_token("nyw_");
-  auto find = db_.query("SELECT id, status, token_hash FROM workers WHERE launch_id=?");
-  find.bind(req.launch_id);
+  auto find = db_.query("SELECT id, status, token_hash FROM workers WHERE launch_id=? AND generation=?");
+  find.bind(req.launch_id, req.generation);
   if (find.step()) {
     auto bound_to = find.opt_text(2);
     if (bound_to && *bound_to != by.hash)
@@ -87,11 +87,11 @@ ApiResult<RegisterOutcome> Store::register_worker(const protocol::RegisterReques
     worker_moved(std::nullopt, protocol::WorkerStatus::active);
     db_.query(
         "INSERT INTO workers(id, launch_id, label, hostname, pid, version, protocol, backend, runners, tags, "
-        "capacity, profiles, slurm, status, registered_at, last_seen, token_hash, credential_hash, identity) "
-        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,'active',?,?,?,?,?)")
+        "capacity, profiles, slurm, status, registered_at, last_seen, token_hash, credential_hash, identity, "
+        "generation) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,'active',?,?,?,?,?,?)")
         .bind(out.reply.worker_id, req.launch_id, req.label, req.hostname, req.pid, req.version, req.protocol,
               req.backend, to_text(req.runners), to_text(req.tags), to_text(req.capacity), to_text(req.profiles),
-              slurm, when, when, by.hash, token_hash(out.reply.worker_token), identity)
+              slurm, when, when, by.hash, token_hash(out.reply.worker_token), identity, req.generation)
         .run();
   }
   out.caps = WorkerCaps{req.runners, req.tags, req.profiles, serves_until(req.slurm)};

@@ -84,6 +84,8 @@ Result<void> validate(const protocol::RegisterRequest& r, const protocol::Limits
     return fail("field 'slurm.endTime': " + q(*r.slurm->end_time) + " is not an RFC 3339 time");
   if (r.slurm && r.slurm->lead_s && (*r.slurm->lead_s < 0 || *r.slurm->lead_s > protocol::kMaxWalltimeLeadS))
     return fail("field 'slurm.leadS': must be 0 to " + std::to_string(protocol::kMaxWalltimeLeadS));
+  if (r.generation < 1 || r.generation > protocol::kMaxGeneration)
+    return fail("field 'generation': must be 1 to " + std::to_string(protocol::kMaxGeneration));
   if (r.identity) {
     if (r.identity->size() > kMaxIdentity)
       return fail("field 'identity': longer than " + std::to_string(kMaxIdentity) + " bytes");

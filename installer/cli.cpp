@@ -107,6 +107,17 @@ class CommandsImpl final : public Commands {
                   "Seconds before the walltime at which the daemon gets SIGUSR1 and drains")
         ->capture_default_str()
         ->needs(slurm);
+    auto* keep = s->add_flag("--keep", opts_.keep,
+                             "A kept launch: each allocation submits its successor before its walltime (needs "
+                             "--slurm-time; docs/install.md \"Kept launches\")")
+                     ->needs(slurm);
+    s->add_option("--keep-min", opts_.keep_min, "Generations the chain runs whatever the demand (default 1)")
+        ->needs(keep);
+    s->add_option("--keep-max", opts_.keep_max, "The chain ends after this many generations (default 0: no limit)")
+        ->needs(keep);
+    s->add_option("--keep-idle", opts_.keep_idle,
+                  "Past --keep-min, no successor once a generation had no job this long (default 30m)")
+        ->needs(keep);
     s->add_option("--idle-exit", opts_.idle_exit, "Exit after this long without jobs (e.g. 30m)");
     s->add_option("--training-profile", opts_.training_profiles,
                   "Approved training profile NAME=/absolute/script (repeatable; checked as `nymph run` checks it)")

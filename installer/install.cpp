@@ -23,6 +23,7 @@
 #include "installer/launch_record.hpp"
 #include "installer/process.hpp"
 #include "runners/profile.hpp"
+#include "agent/chain_record.hpp"
 #include "slurm/commands.hpp"
 #include "slurm/parse.hpp"
 
@@ -31,6 +32,10 @@ namespace nymph::installer {
 const char* const kSlurmWarning =
     "nothing renews this allocation: when its walltime ends the daemon stops. For a long-lived agent, install "
     "on a login node (without --slurm), which is the recommended placement.";
+
+const char* const kKeptWarning =
+    "a kept launch: each allocation submits the next one from inside it (the compute nodes must be able to run "
+    "sbatch; `nymph launches` shows the chain and, when a submission keeps failing, why it paused).";
 
 namespace {
 
@@ -87,6 +92,7 @@ LaunchRecord record_for(const InstallPlan& plan, const HostFacts& host) {
   r.log_path = plan.log_path;
   r.command = plan.daemon_argv;
   r.created_at_ms = now_unix_ms();
+  r.keep = plan.keep;
   return r;
 }
 
@@ -105,6 +111,10 @@ Result<void> write_launch_dir(const InstallPlan& plan, const std::string& token,
     if (auto r = write_new_file(tmp / kConfigFile, plan.config_toml); !r) return r;
     if (auto r = write_new_file(tmp / kTokenFile, token); !r) return r;
     if (auto r = write_launch_record(tmp, record); !r) return r;
+    if (plan.keep) {  // the script every generation is submitted from, and the chain's record
+      if (auto r = write_new_file(tmp / agent::kChainScript, plan.sbatch_script); !r) return r;
+      if (auto r = agent::update_chain_record(tmp, [](agent::ChainRecord& c) { c.at(1); }); !r) return r.error();
+    }
     std::error_code ec;
     if (fs::exists(plan.launch_dir, ec)) return fail(plan.launch_dir.string() + " already exists");
     if (::rename(tmp.c_str(), plan.launch_dir.c_str()) != 0)
@@ -252,9 +262,12 @@ Result<pid_t> start_local(const InstallPlan& plan, LaunchRecord& record, const I
               " is kept for inspection; `nymph launches prune` removes it.");
 }
 
-// Runs sbatch with the script on standard input and returns the job id it printed.
+// Runs sbatch with the script on standard input (a kept launch: its chain.sbatch with generation 1) and returns
+// the job id it printed.
 Result<std::string> sbatch(const InstallPlan& plan, const InstallContext& ctx) {
-  auto r = run_bounded(slurm::sbatch_stdin_argv(ctx.sbatch), plan.sbatch_script, ctx.sbatch_timeout);
+  auto argv = slurm::sbatch_stdin_argv(ctx.sbatch);
+  if (plan.keep) argv.insert(argv.end(), {plan.chain_script.native(), "1"});
+  auto r = run_bounded(argv, plan.keep ? std::string() : plan.sbatch_script, ctx.sbatch_timeout);
   if (!r) return fail("sbatch: " + r.error().message);
   if (r->exit_code != 0) return fail("sbatch failed (exit " + std::to_string(r->exit_code) + "): " + r->err);
   return slurm::parse_sbatch_output(r->out);
@@ -270,6 +283,15 @@ Result<std::string> submit_slurm(const InstallPlan& plan, LaunchRecord& record, 
   record.slurm_job_id = *id;
   if (auto w = write_launch_record(plan.launch_dir, record); !w)
     return fail("submitted Slurm job " + *id + " but " + w.error().message);
+  if (plan.keep) {
+    auto submitted = now_unix_ms();
+    auto c = agent::update_chain_record(plan.launch_dir, [&](agent::ChainRecord& chain) {
+      auto& g = chain.at(1);
+      g.slurm_job_id = *id;
+      g.submitted_at_ms = submitted;
+    });
+    if (!c) return fail("submitted Slurm job " + *id + " but " + c.error().message);
+  }
   return id;
 }
 
@@ -518,7 +540,8 @@ json::object outcome_json(const InstallOutcome& oc) {
   if (p.mode == LaunchMode::slurm) {
     o["jobName"] = p.job_name;
     o["squeue"] = squeue_line(p);
-    o["warning"] = kSlurmWarning;
+    o["warning"] = p.keep ? kKeptWarning : kSlurmWarning;
+    o["keep"] = p.keep;
   }
   if (oc.dry_run) {
     json::array files;
@@ -581,7 +604,7 @@ std::string outcome_text(const InstallOutcome& oc) {
   s << "\n";
   if (p.mode == LaunchMode::slurm) s << "find the job:    " << squeue_line(p) << "\n";
   s << "follow the log:  " << tail_line(p) << "\n";
-  if (p.mode == LaunchMode::slurm) s << "\nwarning: " << kSlurmWarning << "\n";
+  if (p.mode == LaunchMode::slurm) s << "\nwarning: " << (p.keep ? kKeptWarning : kSlurmWarning) << "\n";
   return s.str();
 }
 

@@ -63,7 +63,8 @@ boost::json::object outcome_json(const InstallOutcome& oc);
 // The outcome as the lines a person needs (launch ID, label, log, pid or job id, how to follow it).
 std::string outcome_text(const InstallOutcome& oc);
 
-// The warning printed for every --slurm install.
+// The warning printed for every --slurm install (a kept one: kKeptWarning).
 extern const char* const kSlurmWarning;
+extern const char* const kKeptWarning;
 
 }  // namespace nymph::installer

@@ -70,6 +70,7 @@ json::value to_json(const LaunchRecord& r) {
   o["pid"] = r.pid ? json::value(*r.pid) : json::value(nullptr);
   o["slurmJobId"] = r.slurm_job_id.empty() ? json::value(nullptr) : json::value(r.slurm_job_id);
   if (!r.start_error.empty()) o["startError"] = r.start_error;
+  if (r.keep) o["keep"] = true;
   return o;
 }
 
@@ -109,6 +110,10 @@ Result<LaunchRecord> launch_record_from_json(const json::value& v) {
   if (*pid) {
     if (**pid <= 1 || **pid > INT32_MAX) return fail("\"pid\" is out of range");
     r.pid = static_cast<int>(**pid);
+  }
+  if (const auto* keep = o.if_contains("keep")) {
+    if (!keep->is_bool()) return fail("\"keep\" must be true or false");
+    r.keep = keep->as_bool();
   }
   return r;
 }
@@ -167,14 +172,15 @@ Result<StatusSnapshot> parse_status(std::string_view text) {
   if (auto* t = o.if_contains("runnerTrouble"); t && t->is_object())
     for (const auto& [name, text] : t->as_object())
       if (text.is_string() && !text.as_string().empty()) s.runner_trouble[std::string(name)] = std::string(text.as_string());
+  if (auto* c = o.if_contains("chain"); c && c->is_object()) s.chain = *c;
   return s;
 }
 
-Result<StatusSnapshot> read_status(const fs::path& dir) {
-  auto text = read_small_file(dir / kStatusFile, "status file", kMaxConfigFileBytes);
+Result<StatusSnapshot> read_status(const fs::path& dir, const std::string& file) {
+  auto text = read_small_file(dir / file, "status file", kMaxConfigFileBytes);
   if (!text) return text.error();
   auto s = parse_status(*text);
-  if (!s) return fail((dir / kStatusFile).string() + ": " + s.error().message);
+  if (!s) return fail((dir / file).string() + ": " + s.error().message);
   return s;
 }
 

@@ -29,6 +29,7 @@ struct LaunchRecord {
   std::optional<int> pid;                  // local: the daemon's pid once started
   std::string slurm_job_id;                // slurm: once submitted
   std::string start_error;                 // set when the daemon did not come up
+  bool keep = false;                       // slurm: a kept launch (chain.json lists its generations)
 };
 
 // The daemon's status.json, as far as launches and kill need it (unknown fields are ignored).
@@ -39,6 +40,7 @@ struct StatusSnapshot {
   std::optional<std::string> exit_reason;
   std::string message;
   std::map<std::string, std::string> runner_trouble;  // "runnerTrouble": runner name → what is wrong with its backend
+  boost::json::value chain;                // "chain" of a kept launch's generation, as written; null when absent
 };
 
 // JSON form of a record (camelCase keys, null for absent pid / job id).
@@ -56,8 +58,8 @@ Result<void> write_launch_record(const std::filesystem::path& dir, const LaunchR
 // Parses status.json text leniently: `pid` and `state` are required, the rest optional. Never throws.
 Result<StatusSnapshot> parse_status(std::string_view text);
 
-// Reads <dir>/status.json; an Error when it is missing or unreadable. Never throws.
-Result<StatusSnapshot> read_status(const std::filesystem::path& dir);
+// Reads <dir>/status.json (or `file` in dir); an Error when it is missing or unreadable. Never throws.
+Result<StatusSnapshot> read_status(const std::filesystem::path& dir, const std::string& file = "status.json");
 
 enum class LaunchState { running, queued, exited, unknown };
 

@@ -45,6 +45,38 @@ std::optional<std::string> slurm_state_of(const std::optional<std::map<std::stri
   return it == states->end() ? std::string{} : it->second;
 }
 
+// A kept launch: every generation classified from squeue; the launch runs while one runs, is queued while one is
+// queued (and none runs), unknown when squeue could not say, else exited. Its status is the newest started
+// generation's.
+void inspect_chain(LaunchInfo& info, const std::optional<std::map<std::string, std::string>>& slurm) {
+  auto chain = agent::read_chain_record(info.dir);
+  if (!chain || !*chain) {
+    info.problem = chain ? "chain.json is missing" : chain.error().message;
+    return;
+  }
+  ChainView view{.record = std::move(**chain)};
+  bool any_running = false, any_queued = false, any_unknown = false;
+  for (const auto& g : view.record.generations) {
+    LaunchRecord one = *info.record;
+    one.slurm_job_id = g.slurm_job_id;
+    Observation obs{.slurm_state = slurm_state_of(slurm, g.slurm_job_id)};
+    auto state = g.slurm_job_id.empty() ? LaunchState::exited : classify(one, obs);
+    view.states.push_back(state);
+    any_running = any_running || state == LaunchState::running;
+    any_queued = any_queued || state == LaunchState::queued;
+    any_unknown = any_unknown || state == LaunchState::unknown;
+    if (state == LaunchState::queued && !g.started_at_ms) view.next = g;
+    if (g.started_at_ms)
+      if (auto st = read_status(info.dir, agent::status_file_name(g.generation))) info.status = *st;
+  }
+  info.state = any_running ? LaunchState::running
+               : any_queued ? LaunchState::queued
+               : any_unknown ? LaunchState::unknown
+                             : LaunchState::exited;
+  if (info.state == LaunchState::unknown) info.problem = "squeue failed";
+  info.chain = std::move(view);
+}
+
 LaunchInfo inspect(const fs::path& dir, const ManageContext& ctx,
                    const std::optional<std::map<std::string, std::string>>& slurm) {
   LaunchInfo info{.launch_id = dir.filename().native(), .dir = dir};
@@ -55,6 +87,10 @@ LaunchInfo inspect(const fs::path& dir, const ManageContext& ctx,
   }
   info.record = *record;
   if (auto s = read_status(dir)) info.status = *s;
+  if (record->keep) {
+    inspect_chain(info, slurm);
+    return info;
+  }
   Observation obs;
   obs.on_this_host = record->host == ctx.hostname;
   obs.process_running = obs.on_this_host && record->pid && runs_command(*record->pid, record->command);
@@ -123,6 +159,44 @@ Result<bool> kill_slurm(const LaunchInfo& info, const ManageContext& ctx, std::c
       timeout);
 }
 
+// The jobs of a kept launch still in squeue (any state but a final one), by its job name; nullopt when squeue
+// failed.
+std::optional<int> chain_jobs_left(const LaunchInfo& info, const ManageContext& ctx) {
+  auto chain = agent::read_chain_record(info.dir);
+  auto states = slurm_states(ctx);
+  if (!states || !chain || !*chain) return std::nullopt;
+  int left = 0;
+  for (const auto& g : (*chain)->generations) {
+    auto it = states->find(g.slurm_job_id);
+    if (!g.slurm_job_id.empty() && it != states->end() && it->second != "CANCELLED" && it->second != "COMPLETED" &&
+        it->second != "FAILED" && it->second != "TIMEOUT")
+      ++left;
+  }
+  return left;
+}
+
+// A kept launch: stop request first (no generation submits a successor after it reads it), scancel by job name
+// (every generation, queued or running), wait, and scancel by name again for a successor whose sbatch was in
+// flight when the stop was requested (its generation cancels it too, once it sees the request).
+Result<bool> kill_chain(const LaunchInfo& info, const ManageContext& ctx, std::chrono::milliseconds timeout) {
+  auto stopped = agent::update_chain_record(info.dir, [](agent::ChainRecord& c) {
+    c.stop_requested = true;
+    if (c.state == "renewing") {
+      c.state = "ended";
+      c.reason = "stopped by nymph kill";
+    }
+  });
+  if (!stopped) return fail("cannot record the stop of the chain: " + stopped.error().message);
+  const std::vector<std::string> by_name{ctx.scancel, "--name=lakeshore-nymph-" + info.launch_id};
+  auto r = run_bounded(by_name, {}, ctx.command_timeout);
+  if (!r) return fail("scancel: " + r.error().message);
+  if (r->exit_code != 0) return fail("scancel --name=lakeshore-nymph-" + info.launch_id + " failed: " + r->err);
+  bool gone = wait_for([&] { return chain_jobs_left(info, ctx) == 0; }, timeout);
+  auto again = run_bounded(by_name, {}, ctx.command_timeout);
+  if (!again || again->exit_code != 0) return fail("scancel (second pass) failed");
+  return gone;
+}
+
 // The log of a launch, when its record names the expected file for that launch (never anything else).
 std::optional<fs::path> own_log(const LaunchInfo& info) {
   if (!info.record) return std::nullopt;
@@ -154,13 +228,19 @@ std::string pid_or_job(const LaunchInfo& l) {
 
 // The job directories of Slurm jobs that may still be queued or running: every entry not marked done in a
 // journal that a launch directory may be used by — the journal inside each launch directory (the layout before
-// manager identities: launch_dir was the launch's own directory) and the journals of the manager identities
+// manager identities: launch_dir was the launch's own directory; a kept launch's generation N >= 2 keeps its own in
+// <launch>/generation-N) and the journals of the manager identities
 // under <state-dir>/managers/*/slurm. An unreadable journal protects the directory it lives in.
 std::vector<fs::path> slurm_dirs_in_use(const ManageContext& ctx, const std::vector<fs::path>& launches) {
   std::vector<fs::path> journals;
   journals.reserve(launches.size());
-  for (const auto& d : launches) journals.push_back(d / runners::slurm::kJournalFile);
   std::error_code ec;
+  for (const auto& d : launches) {
+    journals.push_back(d / runners::slurm::kJournalFile);
+    for (const auto& g : fs::directory_iterator(d, ec))  // a kept launch's generations 2, 3...
+      if (g.path().filename().native().starts_with("generation-"))
+        journals.push_back(g.path() / runners::slurm::kJournalFile);
+  }
   for (const auto& m : fs::directory_iterator(ctx.state_dir / "managers", ec))
     journals.push_back(m.path() / "slurm" / runners::slurm::kJournalFile);
   std::vector<fs::path> in_use;
@@ -182,6 +262,32 @@ bool inside(const fs::path& dir, const fs::path& launch) {
   auto d = dir.lexically_normal(), l = launch.lexically_normal();
   auto [end, _] = std::mismatch(l.begin(), l.end(), d.begin(), d.end());
   return end == l.end();
+}
+
+// "chain": chain.json with each generation's state, the next generation (queued) and what the serving generation
+// says about its successor (its status.json "chain").
+json::object chain_json(const ChainView& v, const std::optional<StatusSnapshot>& status) {
+  json::object o = agent::to_json(v.record).as_object();
+  auto& gens = o["generations"].as_array();
+  for (std::size_t i = 0; i < gens.size() && i < v.states.size(); ++i)
+    gens[i].as_object()["state"] = to_string(v.states[i]);
+  o["next"] = v.next ? json::value{{"generation", v.next->generation}, {"slurmJobId", v.next->slurm_job_id}}
+                     : json::value(nullptr);
+  o["serving"] = status ? status->chain : json::value(nullptr);
+  return o;
+}
+
+// One line under a kept launch's row: the chain's state, its generations and the next one.
+std::string chain_text(const ChainView& v) {
+  std::string s = "    chain " + v.record.state + ":";
+  for (std::size_t i = 0; i < v.record.generations.size() && i < v.states.size(); ++i) {
+    const auto& g = v.record.generations[i];
+    s += " g" + std::to_string(g.generation) + " " + (g.slurm_job_id.empty() ? "-" : "job " + g.slurm_job_id) +
+         " " + to_string(v.states[i]) + (g.exit_reason.empty() ? "" : " (" + g.exit_reason + ")") + ";";
+  }
+  if (v.next) s += " next: g" + std::to_string(v.next->generation) + " job " + v.next->slurm_job_id + ";";
+  if (!v.record.reason.empty()) s += " " + v.record.reason;
+  return s + "\n";
 }
 
 }  // namespace
@@ -215,6 +321,7 @@ json::object launch_json(const LaunchInfo& l) {
   o["daemonState"] = l.status ? json::value(l.status->state) : json::value(nullptr);
   o["workerId"] = l.status && !l.status->worker_id.empty() ? json::value(l.status->worker_id) : json::value(nullptr);
   if (l.status && !l.status->runner_trouble.empty()) o["runnerTrouble"] = json::value_from(l.status->runner_trouble);
+  if (l.chain) o["chain"] = chain_json(*l.chain, l.status);
   if (!l.problem.empty()) o["problem"] = l.problem;
   return o;
 }
@@ -239,6 +346,7 @@ std::string launches_text(const std::vector<LaunchInfo>& launches) {
     std::snprintf(line, sizeof line, "%-26s  %-7s  %-12s  %-40s  %-11s  %s\n", l.launch_id.c_str(),
                   to_string(l.state), pid_or_job(l).c_str(), label.c_str(), reason.c_str(), log.c_str());
     s << line;
+    if (l.chain) s << chain_text(*l.chain);
   }
   return s.str();
 }
@@ -290,11 +398,17 @@ Result<KillOutcome> kill_launch(const ManageContext& ctx, const std::string& tar
     return fail("launch " + info->launch_id + " cannot be stopped from here: " + info->problem);
   } else {
     out.was_running = true;
-    auto stopped = info->record->mode == "slurm" ? kill_slurm(*info, ctx, timeout) : kill_local(*info, ctx, timeout);
+    auto stopped = info->record->keep             ? kill_chain(*info, ctx, timeout)
+                   : info->record->mode == "slurm" ? kill_slurm(*info, ctx, timeout)
+                                                   : kill_local(*info, ctx, timeout);
     if (!stopped) return stopped.error();
     out.stopped = *stopped;
   }
   if (auto s = read_status(info->dir)) out.exit_reason = s->exit_reason;
+  if (info->chain)  // the generation that ran last says why it exited
+    for (const auto& g : info->chain->record.generations)
+      if (auto s = read_status(info->dir, agent::status_file_name(g.generation)); s && s->exit_reason)
+        out.exit_reason = s->exit_reason;
   return out;
 }
 

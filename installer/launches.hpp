@@ -8,6 +8,7 @@
 
 #include <boost/json/object.hpp>
 
+#include "agent/chain_record.hpp"
 #include "common/error.hpp"
 #include "installer/launch_record.hpp"
 
@@ -21,13 +22,24 @@ struct ManageContext {
   std::chrono::milliseconds command_timeout{30'000};
 };
 
+// A kept launch's chain as `nymph launches` shows it: chain.json and squeue's view of each generation.
+struct ChainView {
+  agent::ChainRecord record;
+  std::vector<LaunchState> states;        // per generation of record.generations, from squeue
+  // The newest generation that has a job and has not started (its job queued): the next one to serve.
+  std::optional<agent::ChainGeneration> next;
+};
+
 // One launch as `nymph launches` shows it.
 struct LaunchInfo {
   std::string launch_id;                  // the directory name
   std::filesystem::path dir;
   std::optional<LaunchRecord> record;     // nullopt when launch.json is missing or damaged (see problem)
-  std::optional<StatusSnapshot> status;   // nullopt until the daemon wrote status.json
-  LaunchState state = LaunchState::unknown;
+  std::optional<StatusSnapshot> status;   // nullopt until the daemon wrote status.json (kept launch: the status of the
+                                          // newest generation that started)
+  std::optional<ChainView> chain;         // kept launches (--keep) only
+  LaunchState state = LaunchState::unknown;  // kept launch: running while any generation runs, else queued while
+                                             // one is queued
   std::string problem;                    // why the state is unknown, if it is
 };
 
@@ -60,7 +72,9 @@ struct KillOutcome {
 
 // Stops a launch: for a local launch, SIGTERM to the recorded pid only after /proc/<pid>/cmdline shows that
 // launch's exact daemon command line (so a recycled pid is never signalled); for a Slurm launch, scancel of
-// its job. Then waits up to `timeout` for it to go away and reads exitReason. Errors: no such launch, a local
+// its job; for a kept launch, the chain's stop request in chain.json first (no generation submits a successor any
+// more), then scancel of every job of the launch's job name (the queued successor and the running generation,
+// which drains), and once they are gone a second scancel by name for a successor submitted meanwhile. Then waits up to `timeout` for it to go away and reads exitReason. Errors: no such launch, a local
 // launch of another host, signal or scancel failures. Not stopping within `timeout` is reported through
 // `stopped`, not as an Error. Never throws.
 Result<KillOutcome> kill_launch(const ManageContext& ctx, const std::string& target,

@@ -9,6 +9,7 @@
 
 #include "common/duration.hpp"
 #include "common/toml_nesting.hpp"
+#include "agent/chain_record.hpp"
 #include "agent/config.hpp"
 #include "agent/manager_lease.hpp"
 #include "http/url.hpp"
@@ -146,6 +147,31 @@ Result<void> check_slurm(const InstallOptions& o) {
   return {};
 }
 
+// --keep and its options: a chain needs an allocation with an end.
+Result<void> check_keep(const InstallOptions& o) {
+  bool any = o.keep_min || o.keep_max || !o.keep_idle.empty();
+  if (!o.keep) {
+    if (any) return fail("--keep-min, --keep-max and --keep-idle need --keep");
+    return {};
+  }
+  if (!o.slurm) return fail("--keep needs --slurm: a kept launch is a chain of Slurm allocations");
+  if (o.slurm_time.empty())
+    return fail("--keep needs --slurm-time: each generation submits its successor before its own walltime");
+  if (o.keep_min && (*o.keep_min < 1 || *o.keep_min > 1'000'000))
+    return fail("--keep-min " + std::to_string(*o.keep_min) + ": expected 1 to 1000000 generations");
+  if (o.keep_max && (*o.keep_max < 0 || *o.keep_max > 1'000'000))
+    return fail("--keep-max " + std::to_string(*o.keep_max) + ": expected 0 (no limit) to 1000000 generations");
+  if (o.keep_max && *o.keep_max > 0 && *o.keep_max < o.keep_min.value_or(1))
+    return fail("--keep-max " + std::to_string(*o.keep_max) + " is below --keep-min " +
+                std::to_string(o.keep_min.value_or(1)));
+  if (!o.keep_idle.empty()) {
+    auto d = parse_duration(o.keep_idle);
+    if (!d) return fail("--keep-idle " + shown(o.keep_idle) + ": " + d.error().message);
+    if (*d < std::chrono::seconds(1)) return fail("--keep-idle " + shown(o.keep_idle) + ": at least 1s");
+  }
+  return {};
+}
+
 Result<std::optional<std::string>> check_idle_exit(const InstallOptions& o) {
   if (o.idle_exit.empty()) return std::optional<std::string>{};
   auto d = parse_duration(o.idle_exit);
@@ -192,12 +218,15 @@ Result<SiteConfig> check_site(const InstallOptions& o) {
 }
 
 // The generated configuration, before a fragment is merged in. toml++ quotes every value.
-toml::table generated_config(const InstallPlan& plan, const std::map<std::string, std::string>& tags,
+toml::table generated_config(const InstallOptions& o, const InstallPlan& plan,
+                             const std::map<std::string, std::string>& tags,
                              const std::optional<std::string>& idle_exit) {
   const SiteConfig& site = plan.site;
   toml::table worker{{"label", plan.worker_label}, {"launch_id", plan.launch_id}};
   if (idle_exit) worker.insert("idle_exit", *idle_exit);
   if (!site.drain_grace.empty()) worker.insert("drain_grace", site.drain_grace);
+  // The daemon drains when Slurm's SIGUSR1 comes, and by its own clock as early: the same lead.
+  if (plan.mode == LaunchMode::slurm) worker.insert("walltime_lead", std::to_string(o.slurm_signal_lead) + "s");
   if (!tags.empty()) {
     toml::table tag_table;
     for (const auto& [k, v] : tags) tag_table.insert(k, v);
@@ -223,6 +252,13 @@ toml::table generated_config(const InstallPlan& plan, const std::map<std::string
   if (!runners.empty()) root.insert("runners", std::move(runners));
   if (plan.mode == LaunchMode::local)
     root.insert("manager", toml::table{{"cluster", plan.cluster}, {"state_dir", plan.manager_state_dir.native()}});
+  if (plan.keep) {
+    toml::table chain{{"script", std::string(agent::kChainScript)}};
+    if (o.keep_min) chain.insert("min_generations", *o.keep_min);
+    if (o.keep_max) chain.insert("max_generations", *o.keep_max);
+    if (!o.keep_idle.empty()) chain.insert("idle_end", format_duration(*parse_duration(o.keep_idle)));
+    root.insert("chain", std::move(chain));
+  }
   return root;
 }
 
@@ -232,6 +268,9 @@ std::string writer_of(const std::string& key) {
       {"server.url", "--server"}, {"server.token_file", "--token-file/--token-stdin (the launch's token file)"},
       {"worker.label", "--label"}, {"worker.launch_id", "nymph install (the launch ID)"},
       {"worker.idle_exit", "--idle-exit"}, {"worker.drain_grace", "--drain-grace"}, {"worker.tags.", "--tag"},
+      {"worker.walltime_lead", "--slurm-signal-lead"}, {"chain.script", "--keep"},
+      {"chain.min_generations", "--keep-min"}, {"chain.max_generations", "--keep-max"},
+      {"chain.idle_end", "--keep-idle"},
       {"profiles.", "--training-profile"}, {"runners.process.allow_commands", "--profiles-only"},
       {"runners.slurm.account", "--account"}, {"runners.slurm.qos", "--qos"},
       {"runners.slurm.partition", "--partition"}, {"runners.slurm.launch_dir", "--launch-dir"},
@@ -288,7 +327,7 @@ std::string render_config(const InstallPlan& plan, const toml::table& root) {
       << ".\n";
   if (!plan.site.config_fragment.empty())
     out << "# Merged with the site fragment " << plan.site.config_fragment << ".\n";
-  std::vector<std::string> order{"server", "worker", "profiles", "runners", "manager", "log"};
+  std::vector<std::string> order{"server", "worker", "profiles", "runners", "manager", "chain", "log"};
   for (auto&& [k, v] : root)
     if (std::find(order.begin(), order.end(), k.str()) == order.end()) order.emplace_back(k.str());
   for (const auto& name : order) {
@@ -307,10 +346,10 @@ std::string render_config(const InstallPlan& plan, const toml::table& root) {
 
 // Builds config.toml (the generated keys, the fragment merged in) and checks it as `nymph run` will read it.
 // The profiles of the result (flags and fragment) become plan.profiles, so every one is checked at install.
-Result<void> build_config(InstallPlan& plan, const std::map<std::string, std::string>& tags,
+Result<void> build_config(const InstallOptions& o, InstallPlan& plan, const std::map<std::string, std::string>& tags,
                           const std::optional<std::string>& idle_exit, const std::optional<ConfigFragment>& fragment) {
   if (fragment) plan.site.config_fragment = fragment->path;
-  toml::table root = generated_config(plan, tags, idle_exit);
+  toml::table root = generated_config(o, plan, tags, idle_exit);
   if (fragment) {
     toml::table parsed;
     if (auto ok = check_toml_nesting(fragment->text, fragment->path); !ok)
@@ -354,7 +393,13 @@ std::string render_sbatch_script(const InstallOptions& o, const InstallPlan& pla
   directive("chdir", plan.launch_dir.native());
   directive("signal", "B:USR1@" + std::to_string(o.slurm_signal_lead));
   s += "# nymph launch " + plan.launch_id + " (worker " + plan.worker_label + ")\n";
-  s += "exec " + shell_join(plan.daemon_argv) + "\n";
+  if (plan.keep) {
+    s += "# A kept launch: each generation submits the next with `sbatch --parsable " + plan.chain_script.native() +
+         " <generation>`.\n";
+    s += "exec " + shell_join(plan.daemon_argv) + " --generation \"${1:-1}\"\n";
+  } else {
+    s += "exec " + shell_join(plan.daemon_argv) + "\n";
+  }
   return s;
 }
 
@@ -376,6 +421,7 @@ Result<InstallPlan> make_install_plan(const InstallOptions& o, const HostFacts& 
   auto idle_exit = check_idle_exit(o);
   if (!idle_exit) return idle_exit.error();
   if (auto r = check_slurm(o); !r) return r.error();
+  if (auto r = check_keep(o); !r) return r.error();
   auto profiles = parse_profiles(o.training_profiles);
   if (!profiles) return profiles.error();
   auto site = check_site(o);
@@ -413,11 +459,13 @@ Result<InstallPlan> make_install_plan(const InstallOptions& o, const HostFacts& 
     if (has_control(plan.manager_state_dir.native()))
       return fail("path " + shown(plan.manager_state_dir.native()) + " must be free of control characters");
   }
-  if (auto r = build_config(plan, *tags, *idle_exit, fragment); !r) return r.error();
+  plan.keep = o.keep;
+  if (auto r = build_config(o, plan, *tags, *idle_exit, fragment); !r) return r.error();
   plan.daemon_argv = {host.nymph_exe.native(), "run", "--config", plan.config_path.native()};
   if (o.replace) plan.daemon_argv.emplace_back("--replace");
   if (o.slurm) {
     plan.job_name = "lakeshore-nymph-" + plan.launch_id;
+    if (plan.keep) plan.chain_script = plan.launch_dir / agent::kChainScript;
     plan.sbatch_script = render_sbatch_script(o, plan);
   }
   return plan;

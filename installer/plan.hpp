@@ -22,6 +22,11 @@ struct InstallOptions {
   bool slurm = false;                     // --slurm: submit with sbatch instead of starting a detached daemon
   std::string slurm_partition, slurm_time, slurm_account, slurm_qos;
   int slurm_signal_lead = 120;            // --slurm-signal-lead seconds: SIGUSR1 this long before the walltime
+  // --keep: a kept launch, a chain of allocations (docs/install.md "Kept launches"); needs --slurm and --slurm-time.
+  bool keep = false;
+  std::optional<int> keep_min;            // --keep-min N: generations run whatever the demand (default 1)
+  std::optional<int> keep_max;            // --keep-max N: the last generation (default 0: no limit)
+  std::string keep_idle;                  // --keep-idle D: past --keep-min, no successor after D idle (default 30m)
   std::string idle_exit;                  // --idle-exit duration; empty: off
   std::vector<std::string> training_profiles;  // --training-profile NAME=/abs/script, repeatable
   std::string state_dir;                  // --state-dir; empty: ~/.local/share/nymph
@@ -88,7 +93,11 @@ struct InstallPlan {
   std::string config_toml;                // content of config.toml; passes agent::parse_config
   std::vector<std::string> daemon_argv;   // <nymph> run --config <config_path> [--replace]
   std::string job_name;                   // slurm: lakeshore-nymph-<ULID>
-  std::string sbatch_script;              // slurm: the script given to `sbatch --parsable` on stdin
+  // slurm: the script given to `sbatch --parsable` on stdin; for a kept launch, <launch_dir>/chain.sbatch, which
+  // every generation is submitted from with its generation as the argument (`sbatch --parsable chain.sbatch 2`).
+  std::string sbatch_script;
+  bool keep = false;                      // slurm: a kept launch ([chain] in config.toml)
+  std::filesystem::path chain_script;     // keep: <launch_dir>/chain.sbatch
 };
 
 // Name of the files inside a launch directory.

@@ -109,7 +109,8 @@ struct Wire<RegisterRequest> {
       opt("profiles", &S::profiles),
       opt("slurm", &S::slurm),
       opt("running", &S::running),
-      opt("identity", &S::identity)};
+      opt("identity", &S::identity),
+      opt("generation", &S::generation)};
 };
 template <>
 struct Wire<CancelOrder> {
@@ -287,6 +288,7 @@ struct Wire<WorkerInfo> {
       opt("profiles", &S::profiles),
       opt("slurm", &S::slurm),
       opt("identity", &S::identity),
+      opt("generation", &S::generation),
       req("status", &S::status),
       opt("exitReason", &S::exit_reason, Emit::null_when_absent),
       opt("exitMessage", &S::exit_message),

@@ -170,7 +170,13 @@ struct RegisterRequest {
   // (docs/protocol.md 8.1, "Takeover"): they become gone, and the attempts of theirs listed in `running`
   // move to this worker with their lease ids.
   std::optional<std::string> identity;
+  // The generation of a kept launch (`nymph install --slurm --keep`): each allocation of the chain registers with
+  // the launch's launchId and its own generation, 1 to kMaxGeneration, and is its own worker. Absent: 1.
+  std::int64_t generation = 1;
 };
+
+// The most generations one kept launch may have.
+inline constexpr std::int64_t kMaxGeneration = 1'000'000;
 
 // A stop order for one attempt, in poll and register replies.
 struct CancelOrder {
@@ -343,6 +349,7 @@ struct WorkerInfo {
   std::vector<std::string> profiles;
   std::optional<SlurmAllocation> slurm;
   std::optional<std::string> identity;       // the registration's identity (absent when it had none)
+  std::int64_t generation = 1;               // of its launch: 1, or the allocation's place in a kept launch
   WorkerStatus status = WorkerStatus::active;
   std::optional<ExitReason> exit_reason;     // null unless the worker reported /exit
   std::string exit_message;

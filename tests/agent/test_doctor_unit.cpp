@@ -262,6 +262,26 @@ TEST(DoctorSlurmSubmit, ADefaultPartitionAndATestOnlySubmitPass) {
   EXPECT_EQ(slurm.call_with("--hold"), nullptr) << "nothing is queued without --deep";
 }
 
+// Issue 18: kept launches submit successors from their compute node; inside an allocation the test submit decides
+// whether they can, on a login node the check says where to look.
+TEST(DoctorSlurmSubmit, InsideAnAllocationTheTestSubmitSaysWhetherAKeptLaunchCanRenew) {
+  FakeSlurmBin bin;
+  ScriptedSlurm login;
+  auto r = slurm_report(slurm_inputs(bin), login);
+  ASSERT_TRUE(r.find("chain.successor")) << doctor::to_text(r);
+  EXPECT_EQ(r.find("chain.successor")->verdict, Verdict::ok);
+  EXPECT_NE(r.find("chain.successor")->detail.find("srun nymph doctor"), std::string::npos);
+  auto in = slurm_inputs(bin);
+  in.in_allocation = true;
+  ScriptedSlurm node;
+  EXPECT_EQ(slurm_report(in, node).find("chain.successor")->verdict, Verdict::ok);
+  ScriptedSlurm refusing;
+  refusing.test_only = answer(1, "", "sbatch: error: Batch job submission failed: Access/permission denied\n");
+  auto refused = slurm_report(in, refusing);
+  EXPECT_EQ(refused.find("chain.successor")->verdict, Verdict::fail) << doctor::to_text(refused);
+  EXPECT_NE(refused.find("chain.successor")->detail.find("Access/permission denied"), std::string::npos);
+}
+
 TEST(DoctorSlurmSubmit, NoDefaultPartitionFailsWithTheFix) {
   FakeSlurmBin bin;
   ScriptedSlurm slurm;

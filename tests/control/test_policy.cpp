@@ -312,6 +312,11 @@ TEST(Validate, RegisterAndEvents) {
   r.backend = "local";
   r.launch_id = "bad id";
   EXPECT_FALSE(validate(r));
+  r.launch_id = "01ABC";
+  for (std::int64_t g : {std::int64_t{0}, std::int64_t{-1}, nymph::protocol::kMaxGeneration + 1})
+    EXPECT_FALSE(validate((r.generation = g, r))) << g;
+  r.generation = nymph::protocol::kMaxGeneration;
+  EXPECT_TRUE(validate(r));
   nymph::protocol::EventRequest e;
   e.lease_id = "L";
   e.seq = 0;

@@ -52,6 +52,39 @@ TEST(Sql, TheControlPlaneSchemaMigratesToItsVersion) {
   EXPECT_EQ(db.user_version(), kSchemaVersion);
 }
 
+// Schema 6 rebuilds the workers table (a worker is (launch_id, generation)): a version-5 database keeps its
+// workers, each as generation 1, and the same launch may then hold a second generation.
+TEST(Sql, WorkersOfAnOlderSchemaBecomeGenerationOne) {
+  TempDir dir("nymph-sql");
+  auto path = (dir.path() / "w.db").string();
+  {
+    auto db = sql::Connection::open(path);
+    db.migrate(schema_migrations().first(5));
+    db.exec("INSERT INTO workers(id, launch_id, label, hostname, pid, version, protocol, backend, runners, tags, "
+            "capacity, profiles, status, registered_at, last_seen, token_hash, credential_hash, identity) VALUES("
+            "'wrk_1', 'L1', 'lab', 'h', 7, '0.1', 1, 'slurm', '[]', '{}', '{}', '[]', 'gone', 't0', 't1', 'th', "
+            "'ch', 'u@c')");
+  }
+  auto db = sql::Connection::open(path);
+  db.migrate(schema_migrations());
+  EXPECT_EQ(db.user_version(), kSchemaVersion);
+  auto q = db.query("SELECT id, generation, label, pid, credential_hash, identity FROM workers WHERE launch_id='L1'");
+  ASSERT_TRUE(q.step());
+  EXPECT_EQ(q.text(0), "wrk_1");
+  EXPECT_EQ(q.i64(1), 1);
+  EXPECT_EQ(q.text(2), "lab");
+  EXPECT_EQ(q.i64(3), 7);
+  EXPECT_EQ(q.text(4), "ch");
+  EXPECT_EQ(q.text(5), "u@c");
+  db.exec("INSERT INTO workers(id, launch_id, generation, label, hostname, pid, version, protocol, backend, runners, "
+          "tags, capacity, profiles, status, registered_at, last_seen) VALUES('wrk_2', 'L1', 2, 'lab', 'h', 8, "
+          "'0.1', 1, 'slurm', '[]', '{}', '{}', '[]', 'active', 't2', 't2')");
+  EXPECT_THROW(db.exec("INSERT INTO workers(id, launch_id, generation, label, hostname, pid, version, protocol, "
+                       "backend, runners, tags, capacity, profiles, status, registered_at, last_seen) VALUES('wrk_3', "
+                       "'L1', 2, 'lab', 'h', 9, '0.1', 1, 'slurm', '[]', '{}', '{}', '[]', 'active', 't3', 't3')"),
+               std::logic_error);
+}
+
 TEST(Sql, ValuesRoundTripAndCachedStatementsAreReset) {
   TempDir dir("nymph-sql");
   auto db = sql::Connection::open((dir.path() / "v.db").string());

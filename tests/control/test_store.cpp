@@ -366,6 +366,34 @@ TEST_F(StoreTest, ReregisterKeepsIdAndReconcilesRunning) {
   EXPECT_EQ(info.running_jobs, std::vector<std::string>{j});
 }
 
+// A kept launch: each generation registers with the launch's id and its own generation, and is its own worker;
+// re-registering a generation keeps that generation's worker.
+TEST_F(StoreTest, EachGenerationOfALaunchIsItsOwnWorker) {
+  std::string launch = nymph::test::fresh_ulid();
+  auto reg = [&](std::int64_t generation) {
+    p::RegisterRequest r;
+    r.launch_id = launch;
+    r.hostname = "node1";
+    r.backend = "slurm";
+    r.runners = {"process"};
+    r.generation = generation;
+    return store_->register_worker(r, agent_, now()).value();
+  };
+  auto first = reg(1), second = reg(2), second_again = reg(2);
+  EXPECT_TRUE(first.created);
+  EXPECT_TRUE(second.created);
+  EXPECT_NE(first.reply.worker_id, second.reply.worker_id);
+  EXPECT_FALSE(second_again.created);
+  EXPECT_EQ(second_again.reply.worker_id, second.reply.worker_id);
+  std::map<std::string, std::int64_t> generation_of;
+  for (const auto& w : store_->list_workers().workers) {
+    EXPECT_EQ(w.launch_id, launch);
+    generation_of[w.id] = w.generation;
+  }
+  EXPECT_EQ(generation_of, (std::map<std::string, std::int64_t>{{first.reply.worker_id, 1},
+                                                                 {second.reply.worker_id, 2}}));
+}
+
 TEST_F(StoreTest, StateSurvivesReopen) {
   std::string j = submit();
   std::string w = worker();

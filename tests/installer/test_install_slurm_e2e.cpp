@@ -3,109 +3,13 @@
 // (scancel) is reported as sigterm; a short walltime with a signal lead is reported as walltime. And a
 // login-node manager installed with the site's --account/--qos runs a training profile through sbatch under
 // them (issue 16), read back from sacct.
-#include <pwd.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <thread>
-
-#include <boost/json.hpp>
-#include <gtest/gtest.h>
-
-#include "tests/support/agent_process.hpp"
-#include "tests/support/commands.hpp"
-#include "tests/support/json_output.hpp"
-#include "tests/support/control_server.hpp"
-#include "tests/support/files.hpp"
+#include "tests/installer/slurm_e2e_fixture.hpp"
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
 using namespace nymph::test;
 using namespace std::chrono_literals;
 using nymph::test::read_file;
-
-namespace {
-
-constexpr const char* kUser = "nymphci";
-
-class InstallSlurmE2E : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const passwd* pw = ::getpwnam(kUser);
-    ASSERT_NE(pw, nullptr);
-    uid_ = pw->pw_uid;
-    gid_ = pw->pw_gid;
-    char tmpl[] = "/tmp/nymph-slurm-e2e-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    home_ = tmpl;
-    ASSERT_EQ(::chmod(home_.c_str(), 0755), 0);
-    ASSERT_EQ(::chown(home_.c_str(), uid_, gid_), 0);
-  }
-
-  void TearDown() override {
-    if (!local_launch_.empty()) nymph({"kill", local_launch_, "--timeout", "60"});  // a failed test's manager
-    if (!id_.empty()) run_as(kUser, {"scancel", "--name=lakeshore-nymph-" + id_});
-    fs::remove_all(home_);
-  }
-
-  CommandOutput nymph(std::vector<std::string> args) {
-    args.insert(args.begin(), {"env", "HOME=" + home_.native(), NYMPH_BINARY});
-    return run_as(kUser, args);
-  }
-
-  // Installs a --slurm launch against `cp` as the lab user; returns install's JSON object.
-  json::object install(const ControlServer& cp, std::vector<std::string> extra) {
-    auto tok = home_ / "tok";
-    std::ofstream(tok) << cp.agent_token() << "\n";
-    EXPECT_EQ(::chown(tok.c_str(), uid_, gid_), 0);
-    EXPECT_EQ(::chmod(tok.c_str(), 0600), 0);
-    std::vector<std::string> args{"install", "--server", cp.url(), "--token-file", tok.native(), "--label", "alloc",
-                                  "--slurm", "--slurm-partition", "debug", "--json"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto r = nymph(args);
-    EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
-    auto o = one_object(r);
-    id_ = str(o, "launchId");
-    return o;
-  }
-
-  // The worker row of launch `id_` once its status satisfies `want` (bounded; Slurm schedules when it does).
-  template <class Want>
-  json::object worker(const ControlServer& cp, Want want, std::chrono::seconds bound = 120s) {
-    json::object found;
-    for (auto deadline = std::chrono::steady_clock::now() + bound; std::chrono::steady_clock::now() < deadline;) {
-      auto list = one_object(cp.admin({"workers", "--json"}));
-      for (const auto& w : list["workers"].as_array())
-        if (str(w.as_object(), "launchId") == id_) found = w.as_object();
-      if (!found.empty() && want(str(found, "status"))) return found;
-      std::this_thread::sleep_for(250ms);
-    }
-    auto log = home_ / ".local" / "share" / ("nymph-" + id_ + ".log");
-    std::ifstream in(log);
-    std::stringstream text;
-    text << in.rdbuf();
-    ADD_FAILURE() << "worker of launch " << id_ << ": " << json::serialize(found) << "\nlog:\n" << text.str();
-    return found;
-  }
-
-  // A site fragment (one key the options do not set), readable by the lab user.
-  fs::path write_fragment() {
-    auto p = home_ / "site.toml";
-    std::ofstream(p) << "[runners.slurm]\npoll_interval = \"1s\"\n";
-    EXPECT_EQ(::chown(p.c_str(), uid_, gid_), 0);
-    return p;
-  }
-
-  fs::path home_;
-  uid_t uid_ = 0;
-  gid_t gid_ = 0;
-  std::string id_;
-  std::string local_launch_;  // a login-node manager to stop in TearDown
-};
-
-}  // namespace
 
 TEST_F(InstallSlurmE2E, RegistersAsSlurmBackendAndScancelIsSigterm) {
   ControlServer cp({.poll_timeout = "1s"});
@@ -125,8 +29,8 @@ TEST_F(InstallSlurmE2E, RegistersAsSlurmBackendAndScancelIsSigterm) {
 
 TEST_F(InstallSlurmE2E, ShortWalltimeWithLeadExitsAsWalltime) {
   ControlServer cp({.poll_timeout = "1s"});
-  // Two minutes of walltime, SIGUSR1 100 s before the end: the daemon's own walltime lead (120 s) is already
-  // reached when it registers, so it drains at once (the row may be gone by the time it is first listed).
+  // Two minutes of walltime, SIGUSR1 100 s before the end and the daemon's own walltime lead as long: it serves for
+  // about 20 s, then drains (the row may be gone by the time it is first listed).
   install(cp, {"--slurm-time", "2", "--slurm-signal-lead", "100"});
   auto w = worker(cp, [](const std::string& s) { return s == "gone"; }, 150s);
   EXPECT_EQ(str(w, "exitReason"), "walltime");
@@ -203,7 +107,7 @@ TEST_F(InstallSlurmE2E, SiteAccountAndQosReachATrainingProfilesSbatch) {
   ASSERT_FALSE(slurm_id.empty());
   std::string row;
   for (auto deadline = std::chrono::steady_clock::now() + 15s; std::chrono::steady_clock::now() < deadline;) {
-    row = run_as(kUser, {"sacct", "-X", "-n", "-P", "-j", slurm_id, "-o", "State,Account,QOS"}).out;
+    row = run_as(kLabUser, {"sacct", "-X", "-n", "-P", "-j", slurm_id, "-o", "State,Account,QOS"}).out;
     while (!row.empty() && (row.back() == '\n' || row.back() == ' ')) row.pop_back();
     if (row == "COMPLETED|" + account2 + "|" + qos2) break;
     std::this_thread::sleep_for(200ms);

@@ -552,3 +552,55 @@ TEST(InstallFragment, ValuesKeepTheirTypeAndAreQuotedByToml) {
   auto t = toml::parse(p->config_toml);
   EXPECT_EQ(t["worker"]["tags"]["odd"].value_or(std::string{}), "a'b\"c\\d\n[log]");
 }
+
+// Issue 18: a kept launch writes [chain] (read back by `nymph run`'s parser), the daemon's own walltime lead equal
+// to Slurm's signal lead, and a script that passes each generation its number.
+TEST(InstallKeep, AKeptLaunchWritesItsChainAndAScriptThatTakesTheGeneration) {
+  auto o = slurm_base();
+  o.keep = true;
+  o.keep_min = 2;
+  o.keep_max = 5;
+  o.keep_idle = "10m";
+  o.slurm_signal_lead = 90;
+  auto p = plan_ok(o);
+  EXPECT_TRUE(p.keep);
+  EXPECT_EQ(p.chain_script, p.launch_dir / "chain.sbatch");
+  auto config = nymph::agent::parse_config(p.config_toml, "config.toml");
+  ASSERT_TRUE(config) << config.error().message << "\n" << p.config_toml;
+  EXPECT_TRUE(config->chain.keep);
+  EXPECT_EQ(config->chain.script, "chain.sbatch");
+  EXPECT_EQ(config->chain.min_generations, 2);
+  EXPECT_EQ(config->chain.max_generations, 5);
+  EXPECT_EQ(config->chain.idle_end, std::chrono::minutes(10));
+  EXPECT_EQ(config->worker.walltime_lead, std::chrono::seconds(90));
+  EXPECT_TRUE(contains(p.sbatch_script, " --generation \"${1:-1}\"\n")) << p.sbatch_script;
+  EXPECT_TRUE(contains(p.sbatch_script, "#SBATCH --job-name=lakeshore-nymph-01ARZ3NDEKTSV4RRFFQ69G5FAV")) << p.sbatch_script;
+  // Without --keep: no [chain], the same lead, no generation argument.
+  auto single = plan_ok(slurm_base());
+  EXPECT_FALSE(single.keep);
+  EXPECT_FALSE(nymph::agent::parse_config(single.config_toml, "c")->chain.keep);
+  EXPECT_EQ(nymph::agent::parse_config(single.config_toml, "c")->worker.walltime_lead, std::chrono::seconds(120));
+  EXPECT_FALSE(contains(single.sbatch_script, "--generation"));
+}
+
+TEST(InstallKeep, KeepNeedsASlurmLaunchWithAWalltimeAndSaneBounds) {
+  auto o = base();
+  o.keep = true;
+  EXPECT_TRUE(contains(plan_error(o), "--keep needs --slurm"));
+  auto untimed = slurm_base();
+  untimed.slurm_time.clear();
+  untimed.keep = true;
+  EXPECT_TRUE(contains(plan_error(untimed), "--keep needs --slurm-time"));
+  auto bounds = slurm_base();
+  bounds.keep = true;
+  bounds.keep_min = 3;
+  bounds.keep_max = 2;
+  EXPECT_TRUE(contains(plan_error(bounds), "--keep-max 2 is below --keep-min 3"));
+  bounds.keep_max = 0;
+  EXPECT_TRUE(plan_ok(bounds).keep) << "0: no limit";
+  bounds.keep_idle = "soon";
+  EXPECT_TRUE(contains(plan_error(bounds), "--keep-idle 'soon'"));
+  auto loose = slurm_base();
+  loose.keep_max = 4;
+  EXPECT_TRUE(contains(plan_error(loose), "need --keep"));
+}

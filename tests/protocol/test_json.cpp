@@ -188,8 +188,8 @@ TEST(Protocol, CanonicalDocumentsSurviveDecodeThenEncode) {
   const std::string worker =
       R"({"id":"w","launchId":"L","label":"l","hostname":"h","pid":1,"version":"v","protocol":1,)"
       R"("backend":"slurm","runners":["slurm"],"tags":{},"capacity":{"slurm":2},"profiles":[],)"
-      R"("slurm":{"jobId":"5","partition":"p","endTime":"e"},"status":"gone","exitReason":"walltime",)"
-      R"("exitMessage":"","directive":null,"registeredAt":"r","lastSeen":"s","runningJobs":[]})";
+      R"("slurm":{"jobId":"5","partition":"p","endTime":"e"},"generation":1,"status":"gone",)"
+      R"("exitReason":"walltime","exitMessage":"","directive":null,"registeredAt":"r","lastSeen":"s","runningJobs":[]})";
   EXPECT_EQ(reencode<p::WorkerInfo>(worker), worker);
   const std::string registered =
       R"({"workerId":"w","pollTimeoutS":30,"leaseTtlS":90,"staleAfterS":60,"protocol":1,)"

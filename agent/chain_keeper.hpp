@@ -1,0 +1,64 @@
+#pragma once
+// The running generation's part in a kept launch: records its start and end in chain.json, and submits the
+// next generation (`sbatch --parsable <chain.sbatch> <generation + 1>`) when SuccessorPolicy says so, backing off
+// and pausing the chain as it says. A thin coroutine around the policy; docs/install.md "Kept launches".
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/logger.h>
+
+#include "agent/daemon.hpp"
+#include "agent/successor_policy.hpp"
+#include "slurm/command_runner.hpp"
+
+namespace nymph::agent {
+
+struct ChainKeeperSettings {
+  std::filesystem::path launch_dir;      // where chain.json is (the daemon's working directory)
+  std::filesystem::path script;          // the launch's sbatch script (absolute)
+  int generation = 1;                    // this allocation's
+  std::string slurm_job_id;              // this allocation's job
+  Clock::time_point serving_end;         // the allocation's end minus the walltime lead
+  SuccessorConfig policy;
+  std::string sbatch = "sbatch", scancel = "scancel";
+  std::chrono::milliseconds command_timeout{30'000};
+  std::chrono::milliseconds recheck{1'000};  // how often the worker's idleness and stop are looked at
+};
+
+class ChainKeeper {
+ public:
+  // `commands` and `daemon` must outlive the keeper.
+  ChainKeeper(boost::asio::any_io_executor ex, ChainKeeperSettings settings, slurm::CommandRunner& commands,
+              Daemon& daemon, std::shared_ptr<spdlog::logger> log);
+
+  // Records this generation's start (job id, start time) in chain.json, then submits the successor when it is
+  // due, until the policy is done or finish() was called; then records this generation's end and what the chain
+  // does next. A submission already running when finish() is called completes (bounded by command_timeout) and
+  // is recorded. When chain.json asks for a stop (nymph kill), no successor is submitted, and one submitted
+  // meanwhile is cancelled. Never throws for expected failures (they are logged and recorded).
+  boost::asio::awaitable<void> run();
+
+  // The daemon exited: stop waiting, record the end. Safe at any time.
+  void finish();
+
+ private:
+  boost::asio::awaitable<void> submit();
+  void publish();
+  void record_start();
+  void record_end();
+
+  ChainKeeperSettings settings_;
+  slurm::CommandRunner& commands_;
+  Daemon& daemon_;
+  std::shared_ptr<spdlog::logger> log_;
+  boost::asio::steady_timer wake_;
+  std::unique_ptr<SuccessorPolicy> policy_;
+  std::string successor_job_id_;
+  bool finished_ = false;
+};
+
+}  // namespace nymph::agent
