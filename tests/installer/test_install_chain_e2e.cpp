@@ -116,6 +116,8 @@ TEST_F(KeptLaunchE2E, ThreeGenerationsHandOverWithoutAGapAndNoJobIsCut) {
     succeeded_first_time += once;
   }
   EXPECT_EQ(succeeded_first_time, static_cast<int>(jobs.size()));
+  std::printf("jobs: %zu submitted across the hand-overs, %d succeeded at their first attempt, %zu cut or retried\n",
+              jobs.size(), succeeded_first_time, jobs.size() - static_cast<std::size_t>(succeeded_first_time));
 
   // Generations 1 and 2 are gone at their walltime; each successor registered before its predecessor was gone.
   ASSERT_TRUE(eventually([&] { return str(generations(cp)[2], "status") == "gone"; }, 150s)) << log_text();
@@ -144,6 +146,7 @@ TEST_F(KeptLaunchE2E, ThreeGenerationsHandOverWithoutAGapAndNoJobIsCut) {
        at = log.find("kept launch: submitting generation", at + 1))
     ++submissions;
   EXPECT_EQ(submissions, 2u) << log;
+  std::printf("slurm calls: %zu sbatch by the chain for %zu generations after the first\n", submissions, g.size() - 1);
 
   auto k = nymph({"kill", id_, "--timeout", "60"});
   EXPECT_EQ(k.exit_code, 0) << k.err << k.out;
