@@ -548,6 +548,10 @@ json::object outcome_json(const InstallOutcome& oc) {
     files.push_back({{"path", p.config_path.native()}, {"mode", "0600"}, {"content", p.config_toml}});
     files.push_back({{"path", (p.launch_dir / kTokenFile).native()}, {"mode", "0600"}, {"from", oc.token_source}});
     files.push_back({{"path", (p.launch_dir / kLaunchFile).native()}, {"mode", "0600"}});
+    if (p.keep) {
+      files.push_back({{"path", p.chain_script.native()}, {"mode", "0600"}, {"content", p.sbatch_script}});
+      files.push_back({{"path", (p.launch_dir / agent::kChainFile).native()}, {"mode", "0600"}});
+    }
     files.push_back({{"path", p.log_path.native()}, {"mode", "0600"}});
     o["files"] = std::move(files);
     json::array argv;
@@ -589,16 +593,21 @@ std::string outcome_text(const InstallOutcome& oc) {
     std::istringstream lines(p.config_toml);
     for (std::string line; std::getline(lines, line);) s << "    " << line << "\n";
     s << "  " << kTokenFile << " (0600): the token from " << oc.token_source << " (not shown)\n"
-      << "  " << kLaunchFile << " (0600): what was started\n"
-      << "and the log " << p.log_path.native() << " (0600)\n\n";
+      << "  " << kLaunchFile << " (0600): what was started\n";
+    if (p.keep)
+      s << "  " << agent::kChainScript << " (0600): the script below, which every generation is submitted from\n"
+        << "  " << agent::kChainFile << " (0600): the chain's record\n";
+    s << "and the log " << p.log_path.native() << " (0600)\n\n";
     if (p.mode == LaunchMode::local) {
       s << "would start, detached (new session, stdin /dev/null, output appended to the log, in the launch dir):\n"
         << "  " << shell_join(p.daemon_argv) << "\n";
     } else {
-      s << "would submit:\n  sbatch --parsable <<'EOF'\n";
+      s << "would submit:\n  "
+        << (p.keep ? "sbatch --parsable " + p.chain_script.native() + " 1, where the script is:\n"
+                   : std::string("sbatch --parsable <<'EOF'\n"));
       std::istringstream script(p.sbatch_script);
       for (std::string line; std::getline(script, line);) s << "  " << line << "\n";
-      s << "  EOF\n";
+      if (!p.keep) s << "  EOF\n";
     }
   }
   s << "\n";

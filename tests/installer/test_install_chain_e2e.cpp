@@ -2,7 +2,8 @@
 // generation submits its successor from inside its allocation, the successor serves before its predecessor stops,
 // jobs submitted throughout are never cut by a walltime and each ends once; a successor that cannot be submitted
 // pauses the chain and says why; `nymph kill` ends the chain with nothing left in squeue. The launches run in the
-// lab's `chain` partition (CPUs shared, so a hand-over never waits for one), which the tests drain or take down.
+// lab's `chain` partition, which the tests drain or take down; the lab declares at least 4 CPUs, so two overlapping
+// generations find one each while another lab test runs beside them.
 #include <map>
 
 #include "common/time.hpp"
