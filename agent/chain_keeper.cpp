@@ -4,23 +4,13 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "agent/chain_record.hpp"
+#include "slurm/parse.hpp"
 
 namespace nymph::agent {
 
 namespace asio = boost::asio;
 
 namespace {
-
-// The job id `sbatch --parsable` printed ("123" or "123;cluster"), or "" when it printed none.
-std::string parsable_job_id(const std::string& out) {
-  std::string id;
-  for (char c : out) {
-    if (c == ';' || c == '\n') break;
-    if (c < '0' || c > '9') return "";
-    id += c;
-  }
-  return id;
-}
 
 // The first line of a command's complaint, for a record and a log line.
 std::string first_line(std::string text) {
@@ -35,6 +25,15 @@ bool stops_the_chain(std::optional<ExitReason> r) {
 
 }  // namespace
 
+Result<std::string> submitted_job_id(const Result<slurm::CommandResult>& r) {
+  if (!r) return r.error();
+  if (r->exit_code != 0)
+    return fail("sbatch exited " + std::to_string(r->exit_code) + ": " + first_line(r->err.empty() ? r->out : r->err));
+  auto id = slurm::parse_sbatch_output(r->out);
+  if (!id) return fail("sbatch: " + first_line(id.error().message));
+  return id;
+}
+
 ChainKeeper::ChainKeeper(asio::any_io_executor ex, ChainKeeperSettings settings, slurm::CommandRunner& commands,
                          Daemon& daemon, std::shared_ptr<spdlog::logger> log)
     : settings_(std::move(settings)), commands_(commands), daemon_(daemon), log_(std::move(log)), wake_(ex) {}
@@ -46,25 +45,41 @@ void ChainKeeper::finish() {
 
 void ChainKeeper::record_start() {
   const auto now = std::chrono::system_clock::now();
+  const auto serving_end = now + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                     settings_.serving_end - Clock::now());
+  const bool can_submit = !settings_.sbatch.empty();
   auto r = update_chain_record(settings_.launch_dir, [&](ChainRecord& c) {
     auto& g = c.at(settings_.generation);
     g.slurm_job_id = settings_.slurm_job_id;
     g.started_at_ms = unix_ms(now);
+    g.serving_end_ms = unix_ms(serving_end);
+    if (!can_submit && c.submitter != "manager") {
+      c.submitter = "manager";
+      c.reason = "generation " + std::to_string(settings_.generation) + " found no sbatch on its compute node: " +
+                 "the login-node manager submits the successors";
+    }
   });
   std::vector<std::chrono::seconds> waits;
-  bool stop = false;
+  bool stop = false, managed = !can_submit;
   if (r) {
     waits = r->queue_waits();
     stop = r->stop_requested;
+    managed = managed || r->submitter == "manager";
   } else {
     log_->warn("kept launch: cannot record generation {} in {}: {}", settings_.generation, kChainFile,
                r.error().message);
   }
   policy_ = std::make_unique<SuccessorPolicy>(settings_.policy, settings_.generation, Clock::now(),
                                               settings_.serving_end, waits);
-  log_->info("kept launch: generation {} (job {}); its successor is due {} s before the serving end", settings_.generation,
-             settings_.slurm_job_id,
-             std::chrono::duration_cast<std::chrono::seconds>(policy_->submission_lead()).count());
+  if (managed) {
+    policy_->hand_over(r ? r->reason : "no sbatch on this compute node");
+    log_->info("kept launch: generation {} (job {}); its successor is submitted by the login-node manager ({})",
+               settings_.generation, settings_.slurm_job_id, policy_->reason());
+  } else {
+    log_->info("kept launch: generation {} (job {}); its successor is due {} s before the serving end",
+               settings_.generation, settings_.slurm_job_id,
+               std::chrono::duration_cast<std::chrono::seconds>(policy_->submission_lead()).count());
+  }
   if (stop) {
     log_->info("kept launch: the launch is being stopped (nymph kill): draining");
     daemon_.on_signal(Signal::term);
@@ -103,12 +118,10 @@ asio::awaitable<void> ChainKeeper::submit() {
   }
   std::vector<std::string> argv{settings_.sbatch, "--parsable", settings_.script.native(), std::to_string(next)};
   log_->info("kept launch: submitting generation {}", next);
-  auto r = co_await commands_.run(argv, slurm::scrubbed_environment(), settings_.command_timeout);
-  std::string job_id = r && r->exit_code == 0 ? parsable_job_id(r->out) : "";
-  if (job_id.empty()) {
-    std::string error = !r ? r.error().message
-                           : "sbatch exited " + std::to_string(r->exit_code) + ": " +
-                                 first_line(r->err.empty() ? r->out : r->err);
+  auto ran = co_await commands_.run(argv, slurm::scrubbed_environment(), settings_.command_timeout);
+  auto submitted = submitted_job_id(ran);
+  if (!submitted) {
+    const std::string& error = submitted.error().message;
     policy_->submission_failed(Clock::now(), error);
     log_->warn("kept launch: generation {} could not be submitted: {}", next, error);
     auto rec = update_chain_record(settings_.launch_dir, [&](ChainRecord& c) {
@@ -121,6 +134,7 @@ asio::awaitable<void> ChainKeeper::submit() {
     co_return;
   }
   policy_->submission_succeeded();
+  const std::string job_id = *submitted;
   successor_job_id_ = job_id;
   const auto now = std::chrono::system_clock::now();
   bool stop = false;
@@ -128,6 +142,7 @@ asio::awaitable<void> ChainKeeper::submit() {
     auto& g = c.at(next);
     g.slurm_job_id = job_id;
     g.submitted_at_ms = unix_ms(now);
+    g.submitted_by = "allocation";
     c.failures = 0;
     c.reason.clear();
     stop = c.stop_requested;
@@ -148,7 +163,8 @@ void ChainKeeper::record_end() {
   const auto now = std::chrono::system_clock::now();
   std::string state, why;
   switch (policy_->phase()) {
-    case ChainPhase::submitted: break;
+    case ChainPhase::submitted:
+    case ChainPhase::manager: break;
     case ChainPhase::paused: state = "paused", why = policy_->reason(); break;
     case ChainPhase::ended: state = "ended", why = policy_->reason(); break;
     default:

@@ -29,6 +29,9 @@ struct ChainKeeperSettings {
   std::chrono::milliseconds recheck{1'000};  // how often the worker's idleness and stop are looked at
 };
 
+// The job id a `sbatch --parsable` printed, or why there is none, as one line (for chain.json and the log).
+Result<std::string> submitted_job_id(const Result<slurm::CommandResult>& sbatch);
+
 class ChainKeeper {
  public:
   // `commands` and `daemon` must outlive the keeper.

@@ -90,10 +90,13 @@ json::value to_json(const ChainRecord& r) {
                                 {"slurmJobId", g.slurm_job_id},
                                 {"submittedAtMs", opt_ms(g.submitted_at_ms)},
                                 {"startedAtMs", opt_ms(g.started_at_ms)},
+                                {"servingEndAtMs", opt_ms(g.serving_end_ms)},
+                                {"submittedBy", g.submitted_by},
                                 {"endedAtMs", opt_ms(g.ended_at_ms)},
                                 {"exitReason", g.exit_reason.empty() ? json::value(nullptr) : json::value(g.exit_reason)}});
-  return json::object{{"generations", std::move(gens)}, {"state", r.state},         {"reason", r.reason},
-                      {"failures", r.failures},         {"stopRequested", r.stop_requested}};
+  return json::object{{"generations", std::move(gens)}, {"state", r.state},
+                      {"reason", r.reason},             {"failures", r.failures},
+                      {"submitter", r.submitter},       {"stopRequested", r.stop_requested}};
 }
 
 Result<ChainRecord> chain_record_from_json(const json::value& v) {
@@ -107,8 +110,10 @@ Result<ChainRecord> chain_record_from_json(const json::value& v) {
                          .slurm_job_id = string_from(go, "slurmJobId"),
                          .submitted_at_ms = ms_from(go, "submittedAtMs"),
                          .started_at_ms = ms_from(go, "startedAtMs"),
+                         .serving_end_ms = ms_from(go, "servingEndAtMs"),
                          .ended_at_ms = ms_from(go, "endedAtMs"),
-                         .exit_reason = string_from(go, "exitReason")};
+                         .exit_reason = string_from(go, "exitReason"),
+                         .submitted_by = string_from(go, "submittedBy")};
       if (cg.generation < 1) return fail("chain record: generation " + std::to_string(cg.generation));
       r.at(cg.generation) = std::move(cg);
     }
@@ -116,6 +121,9 @@ Result<ChainRecord> chain_record_from_json(const json::value& v) {
     if (r.state != "renewing" && r.state != "paused" && r.state != "ended")
       return fail("chain record: state '" + r.state + "'");
     r.reason = string_from(o, "reason");
+    if (o.contains("submitter")) r.submitter = string_from(o, "submitter");
+    if (r.submitter != "allocation" && r.submitter != "manager")
+      return fail("chain record: submitter '" + r.submitter + "'");
     if (const auto* f = o.if_contains("failures")) r.failures = static_cast<int>(f->to_number<std::int64_t>());
     if (const auto* s = o.if_contains("stopRequested")) r.stop_requested = s->as_bool();
   } catch (const std::exception& e) {

@@ -27,8 +27,10 @@ struct ChainGeneration {
   std::string slurm_job_id;                      // empty until known
   std::optional<std::int64_t> submitted_at_ms;   // unix ms, when sbatch accepted it
   std::optional<std::int64_t> started_at_ms;     // when its daemon started (its queue wait ends)
+  std::optional<std::int64_t> serving_end_ms;    // when it stops taking work (its allocation's end minus the lead)
   std::optional<std::int64_t> ended_at_ms;       // when its daemon exited
   std::string exit_reason;                       // its daemon's exitReason, once ended
+  std::string submitted_by;                      // "install", "allocation" (its predecessor) or "manager"
 };
 
 struct ChainRecord {
@@ -38,6 +40,9 @@ struct ChainRecord {
   std::string state = "renewing";
   std::string reason;                            // why paused or ended; the last submission error while renewing
   int failures = 0;                              // failed successor submissions in a row
+  // Who submits successors: "allocation" (each generation, from its compute node) or "manager" (the login-node
+  // manager of this user, because a generation found no sbatch on its compute node).
+  std::string submitter = "allocation";
   bool stop_requested = false;                   // `nymph kill`: no generation submits a successor any more
 
   // The entry of generation `n`, created (in order) when missing.

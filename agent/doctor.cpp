@@ -325,9 +325,11 @@ std::vector<Check> submit_checks(const Inputs& in, const Result<slurm::CommandRe
                            in.user + "`"));
   // chain.successor: a kept launch's generations submit their successors from the compute node they run on.
   if (!in.in_allocation)
-    out.push_back(make("chain.successor", Verdict::ok,
-                       "kept launches (--keep) submit each successor from inside its allocation; check there with "
-                       "`srun nymph doctor`"));
+    out.push_back(make("chain.successor", accepted ? Verdict::ok : Verdict::warn,
+                       std::string("kept launches (--keep) submit each successor from inside its allocation (check "
+                                   "there with `srun nymph doctor`); where a compute node has no sbatch, ") +
+                           (accepted ? "a manager of this user on this login node submits them"
+                                     : "a manager here could not submit them either (see slurm.submit)")));
   else if (accepted)
     out.push_back(make("chain.successor", Verdict::ok,
                        "this compute node can submit: a kept launch (--keep) renews itself from here"));

@@ -120,7 +120,8 @@ std::string partition_in_test_only(std::string_view text);
 // and this user may submit that job. A refusal that talks about the partition fails slurm.partition.
 // "chain.successor": whether a kept launch (`nymph install --slurm --keep`) can renew itself from here; its
 // generations submit their successors from their compute node, so only inside an allocation (in.in_allocation)
-// does the answer decide it (fail when sbatch refuses); on a login node it says to check on a compute node.
+// does the answer decide it (fail when sbatch refuses); on a login node it says to check on a compute node, and
+// whether a manager here could submit for compute nodes that have no sbatch (warn when sbatch refuses here).
 std::vector<Check> submit_checks(const Inputs& in, const Result<slurm::CommandResult>& test_only);
 
 // --- checks with I/O ---------------------------------------------------------------------------------------

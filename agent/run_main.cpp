@@ -16,6 +16,7 @@
 #include "agent/chain_record.hpp"
 #include "agent/config.hpp"
 #include "agent/daemon.hpp"
+#include "agent/managed_chains.hpp"
 #include "agent/manager_lease.hpp"
 #include "agent/probe.hpp"
 #include "common/logging.hpp"
@@ -23,6 +24,7 @@
 #include "common/ulid.hpp"
 #include "protocol/protocol.hpp"
 #include "nymph/version.hpp"
+#include "platform/environment.hpp"
 #include "platform/process_privacy.hpp"
 #include "runners/process_runner.hpp"
 #include "runners/profile.hpp"
@@ -286,7 +288,8 @@ std::optional<ChainKeeperSettings> chain_keeper_settings(const AgentConfig& c, c
                                    .ceiling = c.chain.successor_ceiling,
                                    .backoff = c.chain.submit_backoff,
                                    .pause_after = c.chain.pause_after},
-                        .sbatch = probe.sbatch_path.value_or(c.slurm.sbatch),
+                        // Empty when this compute node has no sbatch: the login-node manager submits instead.
+                        .sbatch = platform::find_on_path(c.slurm.sbatch, probe_inputs_from_environment().path_env).value_or(""),
                         .scancel = c.slurm.scancel,
                         .command_timeout = c.slurm.command_timeout};
   return k;
@@ -384,6 +387,18 @@ int run_daemon(const RunArgs& args) {
     chain = std::make_unique<ChainKeeper>(ioc.get_executor(), std::move(*chain_settings), chain_commands, daemon, log);
     asio::co_spawn(ioc, chain->run(), log_failure(log, "kept launch"));
   }
+  // A manager started by `nymph install` (its directory is <state-dir>/launches/<ULID>) submits the successors of
+  // the kept launches beside it whose compute nodes have no sbatch.
+  std::unique_ptr<ManagedChains> managed;
+  if (lease && probe.sbatch_path && cwd.parent_path().filename() == "launches") {
+    managed = std::make_unique<ManagedChains>(ioc.get_executor(),
+                                              ManagedChainsSettings{.launches_dir = cwd.parent_path(),
+                                                                    .sbatch = *probe.sbatch_path,
+                                                                    .scancel = config.slurm.scancel,
+                                                                    .command_timeout = config.slurm.command_timeout},
+                                              chain_commands, log);
+    asio::co_spawn(ioc, managed->run(), log_failure(log, "kept launches of this user"));
+  }
 
   ExitReason reason = ExitReason::error;
   asio::co_spawn(ioc, daemon.run(), [&](std::exception_ptr e, ExitReason r) {
@@ -399,6 +414,7 @@ int run_daemon(const RunArgs& args) {
     signals.cancel();
     if (stop_lease) stop_lease->emit(asio::cancellation_type::terminal);
     if (chain) chain->finish();
+    if (managed) managed->finish();
   });
   ioc.run();
   log->info("exited: {} ({})", to_string(reason), daemon.exit_message());

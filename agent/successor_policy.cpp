@@ -26,6 +26,7 @@ std::string_view to_string(ChainPhase p) {
     case ChainPhase::submitted: return "submitted";
     case ChainPhase::paused: return "paused";
     case ChainPhase::ended: return "ended";
+    case ChainPhase::manager: return "manager";
   }
   return "waiting";
 }
@@ -50,7 +51,9 @@ void SuccessorPolicy::end(std::string why) {
 
 ChainPhase SuccessorPolicy::advance(Clock::time_point now, std::optional<Clock::time_point> idle_since,
                                     bool stop_requested, bool draining_for_walltime) {
-  if (phase_ == ChainPhase::submitted || phase_ == ChainPhase::paused || phase_ == ChainPhase::ended) return phase_;
+  if (phase_ == ChainPhase::submitted || phase_ == ChainPhase::paused || phase_ == ChainPhase::ended ||
+      phase_ == ChainPhase::manager)
+    return phase_;
   if (stop_requested) {
     end("the launch was stopped");
     return phase_;
@@ -65,6 +68,12 @@ ChainPhase SuccessorPolicy::advance(Clock::time_point now, std::optional<Clock::
   }
   phase_ = ChainPhase::due;
   return phase_;
+}
+
+void SuccessorPolicy::hand_over(std::string why) {
+  if (phase_ == ChainPhase::ended) return;
+  phase_ = ChainPhase::manager;
+  reason_ = std::move(why);
 }
 
 void SuccessorPolicy::submission_succeeded() {

@@ -35,9 +35,10 @@ enum class ChainPhase {
   submitted,  // the successor is queued: this generation's part is done
   paused,     // submissions failed pause_after times in a row: the chain stops renewing, says why
   ended,      // no successor by rule: max_generations reached, idle, or the launch was stopped
+  manager,    // this generation cannot submit (no sbatch on its node): the login-node manager submits instead
 };
 
-// "waiting", "due", "retrying", "submitted", "paused", "ended".
+// "waiting", "due", "retrying", "submitted", "paused", "ended", "manager".
 std::string_view to_string(ChainPhase p);
 
 class SuccessorPolicy {
@@ -61,6 +62,10 @@ class SuccessorPolicy {
   // due at once). Moves waiting/retrying to due, or to ended; returns the phase.
   ChainPhase advance(Clock::time_point now, std::optional<Clock::time_point> idle_since, bool stop_requested,
                      bool draining_for_walltime = false);
+
+  // This generation cannot submit its successor (no sbatch where it runs): the chain is the manager's now (any
+  // phase but ended -> manager; advance() keeps it there).
+  void hand_over(std::string why);
 
   // The driver submitted the successor (due -> submitted).
   void submission_succeeded();

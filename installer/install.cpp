@@ -289,6 +289,7 @@ Result<std::string> submit_slurm(const InstallPlan& plan, LaunchRecord& record, 
       auto& g = chain.at(1);
       g.slurm_job_id = *id;
       g.submitted_at_ms = submitted;
+      g.submitted_by = "install";
     });
     if (!c) return fail("submitted Slurm job " + *id + " but " + c.error().message);
   }

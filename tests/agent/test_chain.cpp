@@ -128,12 +128,29 @@ TEST(SuccessorPolicy, AStoppedLaunchSubmitsNothing) {
   EXPECT_EQ(due.advance(t0 + 55min, std::nullopt, true), ChainPhase::ended) << "stopped before the submission ran";
 }
 
+TEST(SuccessorPolicy, AGenerationWithoutSbatchHandsTheChainToTheManager) {
+  SuccessorPolicy p(config(), 1, t0, t0 + 1h, {});
+  p.hand_over("no sbatch on node7");
+  EXPECT_EQ(p.phase(), ChainPhase::manager);
+  EXPECT_EQ(p.advance(t0 + 59min, std::nullopt, false, true), ChainPhase::manager) << "it never becomes due here";
+  EXPECT_EQ(p.next_deadline(), std::nullopt);
+  EXPECT_EQ(p.reason(), "no sbatch on node7");
+  auto c = config();
+  c.max_generations = 1;
+  SuccessorPolicy last(c, 1, t0, t0 + 1h, {});
+  last.hand_over("x");
+  EXPECT_EQ(last.phase(), ChainPhase::ended) << "the last generation has no successor to hand over";
+}
+
 TEST(ChainRecord, RoundTripsAndMeasuresQueueWaits) {
   ChainRecord r;
   r.at(2) = {.generation = 2, .slurm_job_id = "12", .submitted_at_ms = 10'000, .started_at_ms = 25'500};
   r.at(1) = {.generation = 1, .slurm_job_id = "11", .submitted_at_ms = 0, .started_at_ms = 3'000,
              .ended_at_ms = 90'000, .exit_reason = "walltime"};
   r.at(3).submitted_at_ms = 80'000;
+  r.at(2).serving_end_ms = 95'000;
+  r.at(2).submitted_by = "manager";
+  r.submitter = "manager";
   r.state = "paused";
   r.reason = "why";
   r.failures = 4;
@@ -143,11 +160,15 @@ TEST(ChainRecord, RoundTripsAndMeasuresQueueWaits) {
   EXPECT_EQ(back->generations[0].generation, 1);
   EXPECT_EQ(back->generations[0].exit_reason, "walltime");
   EXPECT_EQ(back->generations[1].slurm_job_id, "12");
+  EXPECT_EQ(back->generations[1].serving_end_ms, 95'000);
+  EXPECT_EQ(back->generations[1].submitted_by, "manager");
+  EXPECT_EQ(back->submitter, "manager");
   EXPECT_EQ(back->generations[2].started_at_ms, std::nullopt);
   EXPECT_EQ(back->state, "paused");
   EXPECT_EQ(back->failures, 4);
   EXPECT_EQ(back->queue_waits(), (std::vector<std::chrono::seconds>{3s, 15s}));
   EXPECT_FALSE(chain_record_from_json(boost::json::parse(R"({"generations":[],"state":"odd"})")));
+  EXPECT_FALSE(chain_record_from_json(boost::json::parse(R"({"generations":[],"state":"ended","submitter":"x"})")));
   EXPECT_FALSE(chain_record_from_json(boost::json::parse(R"({"generations":[{"generation":0}],"state":"ended"})")));
 }
 

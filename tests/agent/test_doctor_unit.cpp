@@ -271,6 +271,7 @@ TEST(DoctorSlurmSubmit, InsideAnAllocationTheTestSubmitSaysWhetherAKeptLaunchCan
   ASSERT_TRUE(r.find("chain.successor")) << doctor::to_text(r);
   EXPECT_EQ(r.find("chain.successor")->verdict, Verdict::ok);
   EXPECT_NE(r.find("chain.successor")->detail.find("srun nymph doctor"), std::string::npos);
+  EXPECT_NE(r.find("chain.successor")->detail.find("a manager of this user on this login node"), std::string::npos);
   auto in = slurm_inputs(bin);
   in.in_allocation = true;
   ScriptedSlurm node;

@@ -219,3 +219,39 @@ TEST_F(KeptLaunchE2E, KillEndsTheChainAndCancelsTheQueuedSuccessor) {
   EXPECT_EQ(str(g[1], "status"), "gone");
   EXPECT_EQ(str(g[1], "exitReason"), "sigterm");
 }
+
+// Where a compute node has no sbatch (here: the launch's sbatch names a path that does not exist), the first
+// generation hands the chain to the login-node manager of the same user, which submits the successor in time: the
+// successor registers before its predecessor is gone, and chain.json says who submitted it.
+TEST_F(KeptLaunchE2E, TheLoginNodeManagerSubmitsWhenTheComputeNodeHasNoSbatch) {
+  ControlServer cp({.poll_timeout = "1s"});
+  auto tok = home_ / "mgr-tok";
+  std::ofstream(tok) << cp.agent_token() << "\n";
+  ASSERT_EQ(::chown(tok.c_str(), uid_, gid_), 0);
+  ASSERT_EQ(::chmod(tok.c_str(), 0600), 0);
+  auto m = nymph({"install", "--server", cp.url(), "--token-file", tok.native(), "--label", "mgr", "--cluster",
+                  "chain-e2e-" + std::to_string(::getpid()), "--json"});
+  ASSERT_EQ(m.exit_code, 0) << m.err << m.out;
+  local_launch_ = str(one_object(m), "launchId");
+
+  auto frag = chain_fragment("[runners.slurm]\nsbatch = \"/nonexistent/sbatch\"\n[chain]\nsuccessor_floor = \"60s\"\n");
+  install(cp, {"--slurm-time", "2", "--slurm-signal-lead", "30", "--keep", "--keep-max", "2", "--config-fragment",
+               frag.native()});
+  ASSERT_TRUE(eventually([&] { return str(generations(cp)[2], "status") == "active"; }, 200s))
+      << json::serialize(launch()) << "\n" << log_text();
+  auto l = launch();
+  const auto& chain = l.at("chain").as_object();
+  EXPECT_EQ(str(chain, "submitter"), "manager") << json::serialize(chain);
+  const auto& gens = chain.at("generations").as_array();
+  ASSERT_EQ(gens.size(), 2u) << json::serialize(chain);
+  EXPECT_EQ(str(gens[0].as_object(), "submittedBy"), "install");
+  EXPECT_EQ(str(gens[1].as_object(), "submittedBy"), "manager");
+  auto g = generations(cp);
+  if (str(g[1], "status") == "gone") {
+    EXPECT_LT(at(g[2], "registeredAt"), at(g[1], "lastSeen")) << "generation 2 registered after generation 1 was gone";
+  }
+
+  auto k = nymph({"kill", id_, "--timeout", "60"});
+  EXPECT_EQ(k.exit_code, 0) << k.err << k.out;
+  EXPECT_EQ(queued_jobs(), "");
+}
