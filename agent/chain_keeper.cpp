@@ -25,11 +25,12 @@ bool stops_the_chain(std::optional<ExitReason> r) {
 
 }  // namespace
 
-Result<std::string> submitted_job_id(const Result<slurm::CommandResult>& r) {
-  if (!r) return r.error();
-  if (r->exit_code != 0)
-    return fail("sbatch exited " + std::to_string(r->exit_code) + ": " + first_line(r->err.empty() ? r->out : r->err));
-  auto id = slurm::parse_sbatch_output(r->out);
+Result<std::string> submitted_job_id(const Result<slurm::CommandResult>& sbatch) {
+  if (!sbatch) return sbatch.error();
+  if (sbatch->exit_code != 0)
+    return fail("sbatch exited " + std::to_string(sbatch->exit_code) + ": " +
+                first_line(sbatch->err.empty() ? sbatch->out : sbatch->err));
+  auto id = slurm::parse_sbatch_output(sbatch->out);
   if (!id) return fail("sbatch: " + first_line(id.error().message));
   return id;
 }
@@ -45,8 +46,8 @@ void ChainKeeper::finish() {
 
 void ChainKeeper::record_start() {
   const auto now = std::chrono::system_clock::now();
-  const auto serving_end = now + std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                                     settings_.serving_end - Clock::now());
+  const auto serving_end =
+      now + std::chrono::duration_cast<std::chrono::system_clock::duration>(settings_.serving_end - Clock::now());
   const bool can_submit = !settings_.sbatch.empty();
   auto r = update_chain_record(settings_.launch_dir, [&](ChainRecord& c) {
     auto& g = c.at(settings_.generation);
@@ -55,8 +56,8 @@ void ChainKeeper::record_start() {
     g.serving_end_ms = unix_ms(serving_end);
     if (!can_submit && c.submitter != "manager") {
       c.submitter = "manager";
-      c.reason = "generation " + std::to_string(settings_.generation) + " found no sbatch on its compute node: " +
-                 "the login-node manager submits the successors";
+      c.reason = "generation " + std::to_string(settings_.generation) +
+                 " found no sbatch on its compute node: " + "the login-node manager submits the successors";
     }
   });
   std::vector<std::chrono::seconds> waits;
@@ -164,9 +165,14 @@ void ChainKeeper::record_end() {
   std::string state, why;
   switch (policy_->phase()) {
     case ChainPhase::submitted:
-    case ChainPhase::manager: break;
-    case ChainPhase::paused: state = "paused", why = policy_->reason(); break;
-    case ChainPhase::ended: state = "ended", why = policy_->reason(); break;
+    case ChainPhase::manager:
+      break;
+    case ChainPhase::paused:
+      state = "paused", why = policy_->reason();
+      break;
+    case ChainPhase::ended:
+      state = "ended", why = policy_->reason();
+      break;
     default:
       state = "ended";
       why = "generation " + std::to_string(settings_.generation) + " exited (" +
@@ -182,7 +188,8 @@ void ChainKeeper::record_end() {
       c.reason = why;
     }
   });
-  if (!r) log_->warn("kept launch: cannot record the end of generation {}: {}", settings_.generation, r.error().message);
+  if (!r)
+    log_->warn("kept launch: cannot record the end of generation {}: {}", settings_.generation, r.error().message);
   if (!state.empty()) log_->info("kept launch: the chain {}: {}", state, why);
 }
 

@@ -2,14 +2,14 @@
 // The running generation's part in a kept launch: records its start and end in chain.json, and submits the
 // next generation (`sbatch --parsable <chain.sbatch> <generation + 1>`) when SuccessorPolicy says so, backing off
 // and pausing the chain as it says. A thin coroutine around the policy; docs/install.md "Kept launches".
+#include <spdlog/logger.h>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
-
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <spdlog/logger.h>
 
 #include "agent/daemon.hpp"
 #include "agent/successor_policy.hpp"
@@ -18,11 +18,11 @@
 namespace nymph::agent {
 
 struct ChainKeeperSettings {
-  std::filesystem::path launch_dir;      // where chain.json is (the daemon's working directory)
-  std::filesystem::path script;          // the launch's sbatch script (absolute)
-  int generation = 1;                    // this allocation's
-  std::string slurm_job_id;              // this allocation's job
-  Clock::time_point serving_end;         // the allocation's end minus the walltime lead
+  std::filesystem::path launch_dir;  // where chain.json is (the daemon's working directory)
+  std::filesystem::path script;      // the launch's sbatch script (absolute)
+  int generation = 1;                // this allocation's
+  std::string slurm_job_id;          // this allocation's job
+  Clock::time_point serving_end;     // the allocation's end minus the walltime lead
   SuccessorConfig policy;
   std::string sbatch = "sbatch", scancel = "scancel";
   std::chrono::milliseconds command_timeout{30'000};

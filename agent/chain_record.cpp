@@ -5,10 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <cerrno>
 #include <cstring>
-
-#include <boost/json.hpp>
 
 #include "common/files.hpp"
 
@@ -19,7 +18,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-json::value opt_ms(const std::optional<std::int64_t>& v) { return v ? json::value(*v) : json::value(nullptr); }
+json::value opt_ms(const std::optional<std::int64_t>& v) {
+  return v ? json::value(*v) : json::value(nullptr);
+}
 
 std::optional<std::int64_t> ms_from(const json::object& o, std::string_view key) {
   const auto* v = o.if_contains(key);
@@ -86,17 +87,18 @@ std::vector<std::chrono::seconds> ChainRecord::queue_waits() const {
 json::value to_json(const ChainRecord& r) {
   json::array gens;
   for (const auto& g : r.generations)
-    gens.push_back(json::object{{"generation", g.generation},
-                                {"slurmJobId", g.slurm_job_id},
-                                {"submittedAtMs", opt_ms(g.submitted_at_ms)},
-                                {"startedAtMs", opt_ms(g.started_at_ms)},
-                                {"servingEndAtMs", opt_ms(g.serving_end_ms)},
-                                {"submittedBy", g.submitted_by},
-                                {"endedAtMs", opt_ms(g.ended_at_ms)},
-                                {"exitReason", g.exit_reason.empty() ? json::value(nullptr) : json::value(g.exit_reason)}});
-  return json::object{{"generations", std::move(gens)}, {"state", r.state},
-                      {"reason", r.reason},             {"failures", r.failures},
-                      {"submitter", r.submitter},       {"stopRequested", r.stop_requested}};
+    gens.push_back(
+        json::object{{"generation", g.generation},
+                     {"slurmJobId", g.slurm_job_id},
+                     {"submittedAtMs", opt_ms(g.submitted_at_ms)},
+                     {"startedAtMs", opt_ms(g.started_at_ms)},
+                     {"servingEndAtMs", opt_ms(g.serving_end_ms)},
+                     {"submittedBy", g.submitted_by},
+                     {"endedAtMs", opt_ms(g.ended_at_ms)},
+                     {"exitReason", g.exit_reason.empty() ? json::value(nullptr) : json::value(g.exit_reason)}});
+  return json::object{
+      {"generations", std::move(gens)}, {"state", r.state},         {"reason", r.reason},
+      {"failures", r.failures},         {"submitter", r.submitter}, {"stopRequested", r.stop_requested}};
 }
 
 Result<ChainRecord> chain_record_from_json(const json::value& v) {

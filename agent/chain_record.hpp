@@ -4,6 +4,7 @@
 // itself, and why not. Written by `nymph install` (generation 1), by each generation's daemon (its start and end,
 // its successor) and by `nymph kill` (the stop request); every change is a read-modify-write under an exclusive
 // flock on <dir>/chain.lock, written atomically (0600, fsync), so concurrent writers never lose an update.
+#include <boost/json/value.hpp>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -11,8 +12,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <boost/json/value.hpp>
 
 #include "common/error.hpp"
 
@@ -24,26 +23,26 @@ inline constexpr const char* kChainScript = "chain.sbatch";
 // One allocation of the chain.
 struct ChainGeneration {
   int generation = 0;
-  std::string slurm_job_id;                      // empty until known
-  std::optional<std::int64_t> submitted_at_ms;   // unix ms, when sbatch accepted it
-  std::optional<std::int64_t> started_at_ms;     // when its daemon started (its queue wait ends)
-  std::optional<std::int64_t> serving_end_ms;    // when it stops taking work (its allocation's end minus the lead)
-  std::optional<std::int64_t> ended_at_ms;       // when its daemon exited
-  std::string exit_reason;                       // its daemon's exitReason, once ended
-  std::string submitted_by;                      // "install", "allocation" (its predecessor) or "manager"
+  std::string slurm_job_id;                     // empty until known
+  std::optional<std::int64_t> submitted_at_ms;  // unix ms, when sbatch accepted it
+  std::optional<std::int64_t> started_at_ms;    // when its daemon started (its queue wait ends)
+  std::optional<std::int64_t> serving_end_ms;   // when it stops taking work (its allocation's end minus the lead)
+  std::optional<std::int64_t> ended_at_ms;      // when its daemon exited
+  std::string exit_reason;                      // its daemon's exitReason, once ended
+  std::string submitted_by;                     // "install", "allocation" (its predecessor) or "manager"
 };
 
 struct ChainRecord {
-  std::vector<ChainGeneration> generations;      // by generation, ascending
+  std::vector<ChainGeneration> generations;  // by generation, ascending
   // "renewing" (each generation submits its successor), "paused" (submissions kept failing), "ended" (no successor
   // by rule: max_generations, idle, stopped).
   std::string state = "renewing";
-  std::string reason;                            // why paused or ended; the last submission error while renewing
-  int failures = 0;                              // failed successor submissions in a row
+  std::string reason;  // why paused or ended; the last submission error while renewing
+  int failures = 0;    // failed successor submissions in a row
   // Who submits successors: "allocation" (each generation, from its compute node) or "manager" (the login-node
   // manager of this user, because a generation found no sbatch on its compute node).
   std::string submitter = "allocation";
-  bool stop_requested = false;                   // `nymph kill`: no generation submits a successor any more
+  bool stop_requested = false;  // `nymph kill`: no generation submits a successor any more
 
   // The entry of generation `n`, created (in order) when missing.
   ChainGeneration& at(int n);

@@ -335,9 +335,10 @@ std::vector<Check> submit_checks(const Inputs& in, const Result<slurm::CommandRe
                        "this compute node can submit: a kept launch (--keep) renews itself from here"));
   else
     out.push_back(make("chain.successor", Verdict::fail,
-                       "this compute node cannot submit, so a kept launch (--keep) would pause at its first successor: " +
-                           why,
-                       "install without --keep (a login-node manager), or ask the site to let compute nodes run sbatch"));
+                       "this compute node cannot submit, so a kept launch (--keep) would pause at its first "
+                       "successor: " + why,
+                       "install without --keep (a login-node manager), or ask the site to let compute nodes run "
+                       "sbatch"));
   return out;
 }
 

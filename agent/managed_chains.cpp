@@ -62,7 +62,7 @@ asio::awaitable<void> ManagedChains::run() {
 asio::awaitable<void> ManagedChains::scan() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(settings_.launches_dir, ec)) {
-    const fs::path dir = entry.path();
+    const fs::path& dir = entry.path();
     auto record = read_chain_record(dir);
     if (!record || !*record) continue;
     const ChainGeneration* running = awaiting_successor(**record);
@@ -90,9 +90,10 @@ asio::awaitable<void> ManagedChains::scan() {
       co_await submit(dir, script, running->generation + 1, t);
     } else if (phase == ChainPhase::ended) {  // max_generations: recorded once (the chain then no longer renews)
       auto why = t.policy->reason();
-      if (auto r = update_chain_record(dir, [&](ChainRecord& c) {
-            if (c.state == "renewing") c.state = "ended", c.reason = why;
-          });
+      if (auto r = update_chain_record(dir,
+                                       [&](ChainRecord& c) {
+                                         if (c.state == "renewing") c.state = "ended", c.reason = why;
+                                       });
           !r)
         log_->warn("kept launch {}: cannot record the end of the chain: {}", name, r.error().message);
     }
@@ -109,11 +110,12 @@ asio::awaitable<void> ManagedChains::submit(const fs::path& dir, const fs::path&
     t.policy->submission_failed(Clock::now(), submitted.error().message);
     log_->warn("kept launch {}: generation {} could not be submitted: {}", name, next, submitted.error().message);
     bool paused = t.policy->phase() == ChainPhase::paused;
-    if (auto r = update_chain_record(dir, [&](ChainRecord& c) {
-          c.failures = t.policy->failures();
-          c.reason = t.policy->reason();
-          if (paused) c.state = "paused";
-        });
+    if (auto r = update_chain_record(dir,
+                                     [&](ChainRecord& c) {
+                                       c.failures = t.policy->failures();
+                                       c.reason = t.policy->reason();
+                                       if (paused) c.state = "paused";
+                                     });
         !r)
       log_->warn("kept launch {}: cannot record the failure: {}", name, r.error().message);
     co_return;

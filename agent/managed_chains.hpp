@@ -3,15 +3,15 @@
 // (chain.json `submitter = "manager"`: a generation found no sbatch on its compute node), for the launch
 // directories beside its own, with the same SuccessorPolicy a generation uses (its idle rule aside: the manager does
 // not see a generation's jobs). docs/install.md "Kept launches".
+#include <spdlog/logger.h>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
-
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <spdlog/logger.h>
 
 #include "agent/successor_policy.hpp"
 #include "slurm/command_runner.hpp"
@@ -19,7 +19,7 @@
 namespace nymph::agent {
 
 struct ManagedChainsSettings {
-  std::filesystem::path launches_dir;    // <state-dir>/launches: the kept launches of this user
+  std::filesystem::path launches_dir;  // <state-dir>/launches: the kept launches of this user
   std::string sbatch = "sbatch", scancel = "scancel";
   std::chrono::milliseconds command_timeout{30'000};
   std::chrono::milliseconds interval{10'000};  // how often the launch directories are looked at
@@ -46,8 +46,8 @@ class ManagedChains {
     std::unique_ptr<SuccessorPolicy> policy;
   };
   boost::asio::awaitable<void> scan();
-  boost::asio::awaitable<void> submit(const std::filesystem::path& dir, const std::filesystem::path& script,
-                                      int next, Tracked& t);
+  boost::asio::awaitable<void> submit(const std::filesystem::path& dir, const std::filesystem::path& script, int next,
+                                      Tracked& t);
 
   ManagedChainsSettings settings_;
   slurm::CommandRunner& commands_;

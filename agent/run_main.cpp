@@ -289,7 +289,8 @@ std::optional<ChainKeeperSettings> chain_keeper_settings(const AgentConfig& c, c
                                    .backoff = c.chain.submit_backoff,
                                    .pause_after = c.chain.pause_after},
                         // Empty when this compute node has no sbatch: the login-node manager submits instead.
-                        .sbatch = platform::find_on_path(c.slurm.sbatch, probe_inputs_from_environment().path_env).value_or(""),
+                        .sbatch = platform::find_on_path(c.slurm.sbatch, probe_inputs_from_environment().path_env)
+                                      .value_or(""),
                         .scancel = c.slurm.scancel,
                         .command_timeout = c.slurm.command_timeout};
   return k;

@@ -14,7 +14,8 @@ namespace nymph::agent {
 // A kept launch's chain, as the running generation sees it (status.json "chain").
 struct ChainStatus {
   std::int64_t generation = 1;
-  std::string state;                      // waiting | retrying | submitted | paused | ended (agent/successor_policy.hpp)
+  std::string state;                      // waiting | retrying | submitted | paused | ended | manager
+                                          // (ChainPhase, agent/successor_policy.hpp)
   std::string reason;                     // why paused or ended; the last submission error while retrying
   std::string successor_job_id;           // the next generation's Slurm job, once submitted
 };

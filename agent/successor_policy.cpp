@@ -20,13 +20,20 @@ milliseconds lead_from_waits(const SuccessorConfig& c, const std::vector<std::ch
 
 std::string_view to_string(ChainPhase p) {
   switch (p) {
-    case ChainPhase::waiting: return "waiting";
-    case ChainPhase::due: return "due";
-    case ChainPhase::retrying: return "retrying";
-    case ChainPhase::submitted: return "submitted";
-    case ChainPhase::paused: return "paused";
-    case ChainPhase::ended: return "ended";
-    case ChainPhase::manager: return "manager";
+    case ChainPhase::waiting:
+      return "waiting";
+    case ChainPhase::due:
+      return "due";
+    case ChainPhase::retrying:
+      return "retrying";
+    case ChainPhase::submitted:
+      return "submitted";
+    case ChainPhase::paused:
+      return "paused";
+    case ChainPhase::ended:
+      return "ended";
+    case ChainPhase::manager:
+      return "manager";
   }
   return "waiting";
 }
@@ -35,13 +42,13 @@ SuccessorPolicy::SuccessorPolicy(SuccessorConfig config, int generation, Clock::
                                  Clock::time_point serving_end, std::vector<std::chrono::seconds> queue_waits)
     : config_(std::move(config)),
       generation_(generation),
-      lead_(std::min<milliseconds>(lead_from_waits(config_, queue_waits),
-                                   std::chrono::duration_cast<milliseconds>(std::max(serving_end - started,
-                                                                                     Clock::duration::zero()) / 2))),
+      lead_(std::min<milliseconds>(
+          lead_from_waits(config_, queue_waits),
+          std::chrono::duration_cast<milliseconds>(std::max(serving_end - started, Clock::duration::zero()) / 2))),
       submit_at_(serving_end - lead_) {
   if (config_.max_generations > 0 && generation_ >= config_.max_generations)
-    end("generation " + std::to_string(generation_) + " is the last of max_generations = " +
-        std::to_string(config_.max_generations));
+    end("generation " + std::to_string(generation_) +
+        " is the last of max_generations = " + std::to_string(config_.max_generations));
 }
 
 void SuccessorPolicy::end(std::string why) {
@@ -62,8 +69,8 @@ ChainPhase SuccessorPolicy::advance(Clock::time_point now, std::optional<Clock::
   if (phase_ == ChainPhase::due || !time_came) return phase_;
   if (generation_ >= config_.min_generations && idle_since && now - *idle_since >= config_.idle_end) {
     auto idle_s = std::chrono::duration_cast<std::chrono::seconds>(now - *idle_since).count();
-    end("no work for " + std::to_string(idle_s) + " s (idle_end), past min_generations = " +
-        std::to_string(config_.min_generations));
+    end("no work for " + std::to_string(idle_s) +
+        " s (idle_end), past min_generations = " + std::to_string(config_.min_generations));
     return phase_;
   }
   phase_ = ChainPhase::due;
@@ -92,9 +99,9 @@ void SuccessorPolicy::submission_failed(Clock::time_point now, std::string error
     return;
   }
   const auto& steps = config_.backoff;
-  milliseconds wait = steps.empty() ? std::chrono::minutes(1)
-                                    : steps[std::min<std::size_t>(static_cast<std::size_t>(failures_ - 1),
-                                                                  steps.size() - 1)];
+  milliseconds wait = steps.empty()
+                          ? std::chrono::minutes(1)
+                          : steps[std::min<std::size_t>(static_cast<std::size_t>(failures_ - 1), steps.size() - 1)];
   phase_ = ChainPhase::retrying;
   retry_at_ = now + wait;
   reason_ = std::move(error);

@@ -12,8 +12,8 @@ namespace nymph::agent {
 
 // The chain's rules ([chain] in docs/config.md).
 struct SuccessorConfig {
-  int min_generations = 1;                       // generations the chain runs whatever the demand
-  int max_generations = 0;                       // the chain ends after this generation; 0: no limit
+  int min_generations = 1;                          // generations the chain runs whatever the demand
+  int max_generations = 0;                          // the chain ends after this generation; 0: no limit
   std::chrono::milliseconds idle_end{30 * 60'000};  // past min_generations: no successor after this long idle
   // The successor is submitted this long before the serving end: twice the longest queue wait measured in the
   // last three generations, never less than `floor`, never more than `ceiling`, and never before half of this

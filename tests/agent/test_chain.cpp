@@ -1,11 +1,11 @@
 // A kept launch's chain: when a generation submits its successor (SuccessorPolicy, stepped without Slurm or
 // timers) and the chain record (chain.json) on a real directory, with writers in several processes.
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/json/parse.hpp>
-#include <gtest/gtest.h>
 
 #include "agent/chain_record.hpp"
 #include "agent/successor_policy.hpp"
@@ -20,8 +20,13 @@ namespace {
 const Clock::time_point t0 = Clock::time_point() + 1000h;
 
 SuccessorConfig config() {
-  return SuccessorConfig{.min_generations = 1, .max_generations = 0, .idle_end = 30min, .floor = 5min,
-                         .ceiling = 1h, .backoff = {1min, 5min, 15min, 60min}, .pause_after = 4};
+  return SuccessorConfig{.min_generations = 1,
+                         .max_generations = 0,
+                         .idle_end = 30min,
+                         .floor = 5min,
+                         .ceiling = 1h,
+                         .backoff = {1min, 5min, 15min, 60min},
+                         .pause_after = 4};
 }
 
 }  // namespace
@@ -145,8 +150,12 @@ TEST(SuccessorPolicy, AGenerationWithoutSbatchHandsTheChainToTheManager) {
 TEST(ChainRecord, RoundTripsAndMeasuresQueueWaits) {
   ChainRecord r;
   r.at(2) = {.generation = 2, .slurm_job_id = "12", .submitted_at_ms = 10'000, .started_at_ms = 25'500};
-  r.at(1) = {.generation = 1, .slurm_job_id = "11", .submitted_at_ms = 0, .started_at_ms = 3'000,
-             .ended_at_ms = 90'000, .exit_reason = "walltime"};
+  r.at(1) = {.generation = 1,
+             .slurm_job_id = "11",
+             .submitted_at_ms = 0,
+             .started_at_ms = 3'000,
+             .ended_at_ms = 90'000,
+             .exit_reason = "walltime"};
   r.at(3).submitted_at_ms = 80'000;
   r.at(2).serving_end_ms = 95'000;
   r.at(2).submitted_by = "manager";
@@ -198,7 +207,7 @@ TEST(ChainRecord, ConcurrentWritersInOtherProcessesLoseNoUpdate) {
   auto r = read_chain_record(dir.path()).value();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->generations.size(), static_cast<std::size_t>(kWriters * kEach));
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat((dir.path() / kChainFile).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600);
 }

@@ -1,17 +1,16 @@
 #pragma once
 // The fixture of the `nymph install --slurm` lab tests: a private HOME for the unprivileged lab user, `nymph` run as
 // that user, an install against a real nymph-control, and the worker rows of the launch.
+#include <gtest/gtest.h>
 #include <pwd.h>
 #include <unistd.h>
 
+#include <boost/json.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <boost/json.hpp>
-#include <gtest/gtest.h>
 
 #include "tests/support/agent_process.hpp"
 #include "tests/support/commands.hpp"
@@ -54,8 +53,9 @@ class InstallSlurmE2E : public ::testing::Test {
     std::ofstream(tok) << cp.agent_token() << "\n";
     EXPECT_EQ(::chown(tok.c_str(), uid_, gid_), 0);
     EXPECT_EQ(::chmod(tok.c_str(), 0600), 0);
-    std::vector<std::string> args{"install", "--server", cp.url(), "--token-file", tok.native(), "--label", "alloc",
-                                  "--slurm", "--slurm-partition", partition_, "--json"};
+    std::vector<std::string> args{"install",           "--server", cp.url(), "--token-file",
+                                  tok.native(),        "--label",  "alloc",  "--slurm",
+                                  "--slurm-partition", partition_, "--json"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto r = nymph(args);
     EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
@@ -66,7 +66,8 @@ class InstallSlurmE2E : public ::testing::Test {
 
   // The worker row of launch `id_` once its status satisfies `want` (bounded; Slurm schedules when it does).
   template <class Want>
-  boost::json::object worker(const ControlServer& cp, Want want, std::chrono::seconds bound = std::chrono::seconds(120)) {
+  boost::json::object worker(const ControlServer& cp, Want want,
+                             std::chrono::seconds bound = std::chrono::seconds(120)) {
     boost::json::object found;
     for (auto deadline = std::chrono::steady_clock::now() + bound; std::chrono::steady_clock::now() < deadline;) {
       auto list = one_object(cp.admin({"workers", "--json"}));
@@ -96,8 +97,7 @@ class InstallSlurmE2E : public ::testing::Test {
   gid_t gid_ = 0;
   std::string id_;
   std::string partition_ = "debug";  // of the launch's allocations
-  std::string local_launch_;  // a login-node manager to stop in TearDown
+  std::string local_launch_;         // a login-node manager to stop in TearDown
 };
-
 
 }  // namespace nymph::test

@@ -98,8 +98,7 @@ TEST_F(KeptLaunchE2E, ThreeGenerationsHandOverWithoutAGapAndNoJobIsCut) {
     auto g = generations(cp);
     return g.contains(3) && str(g[3], "status") == "active";
   };
-  for (auto deadline = Clock::now() + 330s; Clock::now() < deadline && !third_serves();
-       std::this_thread::sleep_for(3s))
+  for (auto deadline = Clock::now() + 330s; Clock::now() < deadline && !third_serves(); std::this_thread::sleep_for(3s))
     submit_one();
   ASSERT_TRUE(third_serves()) << json::serialize(launch()) << "\n" << log_text();
   for (int i = 0; i < 5; ++i) submit_one();
@@ -112,7 +111,8 @@ TEST_F(KeptLaunchE2E, ThreeGenerationsHandOverWithoutAGapAndNoJobIsCut) {
   for (const auto& j : jobs) {
     auto v = json::parse(wait_for_job(cp, j, final_state, 150s)).as_object();
     const json::object& job = v.contains("job") ? v.at("job").as_object() : v;
-    bool once = str(job, "state") == "succeeded" && job.contains("attempts") && job.at("attempts").as_array().size() == 1;
+    bool once =
+        str(job, "state") == "succeeded" && job.contains("attempts") && job.at("attempts").as_array().size() == 1;
     EXPECT_TRUE(once) << "job cut or retried: " << json::serialize(job);
     succeeded_first_time += once;
   }
@@ -127,8 +127,8 @@ TEST_F(KeptLaunchE2E, ThreeGenerationsHandOverWithoutAGapAndNoJobIsCut) {
   for (std::int64_t n : {2, 3}) {
     const auto& before = g[n - 1];
     EXPECT_EQ(str(before, "exitReason"), "walltime") << json::serialize(before);
-    auto overlap = std::chrono::duration_cast<std::chrono::milliseconds>(at(before, "lastSeen") -
-                                                                         at(g[n], "registeredAt"));
+    auto overlap =
+        std::chrono::duration_cast<std::chrono::milliseconds>(at(before, "lastSeen") - at(g[n], "registeredAt"));
     std::printf("hand-over %lld -> %lld: serving gap %lld ms (overlap %lld ms)\n", static_cast<long long>(n - 1),
                 static_cast<long long>(n), static_cast<long long>(std::max<long long>(0, -overlap.count())),
                 static_cast<long long>(overlap.count()));
@@ -169,7 +169,8 @@ TEST_F(KeptLaunchE2E, AFailingSuccessorSubmissionPausesTheChain) {
         return l.contains("chain") && str(l.at("chain").as_object(), "state") == "paused";
       },
       120s))
-      << json::serialize(launch()) << "\n" << log_text();
+      << json::serialize(launch()) << "\n"
+      << log_text();
   auto l = launch();
   const auto& chain = l.at("chain").as_object();
   EXPECT_NE(str(chain, "reason").find("could not be submitted 2 times in a row"), std::string::npos)
@@ -201,7 +202,8 @@ TEST_F(KeptLaunchE2E, KillEndsTheChainAndCancelsTheQueuedSuccessor) {
         return l.contains("chain") && l.at("chain").as_object().at("next").is_object();
       },
       120s))
-      << json::serialize(launch()) << "\n" << log_text();
+      << json::serialize(launch()) << "\n"
+      << log_text();
   std::string successor = str(launch().at("chain").as_object().at("next").as_object(), "slurmJobId");
   EXPECT_NE(queued_jobs().find(successor + " PENDING"), std::string::npos) << queued_jobs();
 
@@ -238,7 +240,8 @@ TEST_F(KeptLaunchE2E, TheLoginNodeManagerSubmitsWhenTheComputeNodeHasNoSbatch) {
   install(cp, {"--slurm-time", "2", "--slurm-signal-lead", "30", "--keep", "--keep-max", "2", "--config-fragment",
                frag.native()});
   ASSERT_TRUE(eventually([&] { return str(generations(cp)[2], "status") == "active"; }, 200s))
-      << json::serialize(launch()) << "\n" << log_text();
+      << json::serialize(launch()) << "\n"
+      << log_text();
   auto l = launch();
   const auto& chain = l.at("chain").as_object();
   EXPECT_EQ(str(chain, "submitter"), "manager") << json::serialize(chain);
