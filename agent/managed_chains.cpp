@@ -6,6 +6,7 @@
 #include "agent/chain_keeper.hpp"
 #include "agent/chain_record.hpp"
 #include "agent/config.hpp"
+#include "common/coroutine_warning.hpp"
 
 namespace nymph::agent {
 
@@ -54,11 +55,16 @@ asio::awaitable<void> ManagedChains::run() {
   while (!finished_) {
     co_await scan();
     if (finished_) break;
-    wake_.expires_after(settings_.interval);
+    // The next pass: after the interval, or when a tracked successor is due (or its retry), if that is sooner.
+    auto next = Clock::now() + settings_.interval;
+    for (const auto& [name, t] : chains_)
+      if (auto due = t.policy ? t.policy->next_deadline() : std::nullopt) next = std::min(next, *due);
+    wake_.expires_at(next);
     co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
   }
 }
 
+NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 asio::awaitable<void> ManagedChains::scan() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(settings_.launches_dir, ec)) {
@@ -99,7 +105,9 @@ asio::awaitable<void> ManagedChains::scan() {
     }
   }
 }
+NYMPH_GCC_PR109224_END
 
+NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 asio::awaitable<void> ManagedChains::submit(const fs::path& dir, const fs::path& script, int next, Tracked& t) {
   const std::string name = dir.filename().native();
   std::vector<std::string> argv{settings_.sbatch, "--parsable", script.native(), std::to_string(next)};
@@ -141,5 +149,6 @@ asio::awaitable<void> ManagedChains::submit(const fs::path& dir, const fs::path&
     if (!c || c->exit_code != 0) log_->warn("kept launch {}: scancel {} failed", name, job_id);
   }
 }
+NYMPH_GCC_PR109224_END
 
 }  // namespace nymph::agent

@@ -22,7 +22,7 @@ struct ManagedChainsSettings {
   std::filesystem::path launches_dir;  // <state-dir>/launches: the kept launches of this user
   std::string sbatch = "sbatch", scancel = "scancel";
   std::chrono::milliseconds command_timeout{30'000};
-  std::chrono::milliseconds interval{10'000};  // how often the launch directories are looked at
+  std::chrono::milliseconds interval{10'000};  // how often the launch directories are looked at (at least)
 };
 
 class ManagedChains {
@@ -31,7 +31,8 @@ class ManagedChains {
   ManagedChains(boost::asio::any_io_executor ex, ManagedChainsSettings settings, slurm::CommandRunner& commands,
                 std::shared_ptr<spdlog::logger> log);
 
-  // Every interval: for each chain handed to the manager that still renews, submits the running generation's
+  // Every interval, and when a tracked successor is due: for each chain handed to the manager that still renews,
+  // submits the running generation's
   // successor when it is due (`sbatch --parsable <launch>/chain.sbatch <generation + 1>`), records it in chain.json
   // (submittedBy "manager"), and on failures backs off and pauses the chain as a generation would. Runs until
   // finish(); a submission under way completes first. Never throws for expected failures.

@@ -354,7 +354,8 @@ std::string launches_text(const std::vector<LaunchInfo>& launches) {
 namespace {
 
 // The launch directory `target` names: a launch ID (any case), a worker label (launch.json), or the worker ID
-// the control plane gave the daemon (status.json). nullopt when none does. Reads files only.
+// the control plane gave the daemon (status.json; a kept launch: any generation's status file). nullopt when none
+// does. Reads files only.
 std::optional<fs::path> launch_dir_of(const ManageContext& ctx, const std::string& target) {
   std::string id = target;
   if (auto u = parse_ulid(target)) id = u->str();
@@ -364,8 +365,12 @@ std::optional<fs::path> launch_dir_of(const ManageContext& ctx, const std::strin
   for (const auto& d : dirs)
     if (auto r = read_launch_record(d); r && r->worker_label == target) return d;
   if (target.starts_with("wrk_"))
-    for (const auto& d : dirs)
+    for (const auto& d : dirs) {
       if (auto s = read_status(d); s && s->worker_id == target) return d;
+      if (auto chain = agent::read_chain_record(d); chain && *chain)  // a kept launch: each generation's worker
+        for (const auto& g : (*chain)->generations)
+          if (auto s = read_status(d, agent::status_file_name(g.generation)); s && s->worker_id == target) return d;
+    }
   return std::nullopt;
 }
 

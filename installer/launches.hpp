@@ -56,7 +56,7 @@ boost::json::object launches_json(const std::vector<LaunchInfo>& launches);
 std::string launches_text(const std::vector<LaunchInfo>& launches);
 
 // Finds the launch whose ID (any case) or worker label is `target`, or, for a `wrk_...` target, whose daemon
-// registered as that worker (the workerId in its status.json). An exact launch ID wins over a label, a label
+// registered as that worker (the workerId in its status.json, or in any generation's of a kept launch). An exact launch ID wins over a label, a label
 // over a worker ID. Never throws.
 Result<LaunchInfo> find_launch(const ManageContext& ctx, const std::string& target);
 

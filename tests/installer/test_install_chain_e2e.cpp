@@ -149,8 +149,10 @@ TEST_F(KeptLaunchE2E, ThreeGenerationsHandOverWithoutAGapAndNoJobIsCut) {
   EXPECT_EQ(submissions, 2u) << log;
   std::printf("slurm calls: %zu sbatch by the chain for %zu generations after the first\n", submissions, g.size() - 1);
 
-  auto k = nymph({"kill", id_, "--timeout", "60"});
+  // lakeshore's `daemon kill <worker-id>`: the serving generation's worker id names the whole chain.
+  auto k = nymph({"kill", str(g[3], "id"), "--timeout", "60", "--json"});
   EXPECT_EQ(k.exit_code, 0) << k.err << k.out;
+  EXPECT_EQ(str(one_object(k), "launchId"), id_) << k.out;
   EXPECT_EQ(queued_jobs(), "");
 }
 
