@@ -26,7 +26,7 @@ struct ChainKeeperSettings {
   SuccessorConfig policy;
   std::string sbatch = "sbatch", scancel = "scancel";
   std::chrono::milliseconds command_timeout{30'000};
-  std::chrono::milliseconds recheck{1'000};  // how often the worker's idleness and stop are looked at
+  std::chrono::milliseconds recheck{5'000};  // how often the worker's idleness and stop are looked at
 };
 
 // The job id a `sbatch --parsable` printed, or why there is none, as one line (for chain.json and the log).
