@@ -23,8 +23,7 @@ bool stops_the_chain(std::optional<ExitReason> r) {
   return r == ExitReason::sigterm || r == ExitReason::sigint || r == ExitReason::killed;
 }
 
-}  // namespace
-
+// The job id a `sbatch --parsable` printed, or why there is none, as one line (for chain.json and the log).
 Result<std::string> submitted_job_id(const Result<slurm::CommandResult>& sbatch) {
   if (!sbatch) return sbatch.error();
   if (sbatch->exit_code != 0)
@@ -33,6 +32,68 @@ Result<std::string> submitted_job_id(const Result<slurm::CommandResult>& sbatch)
   auto id = slurm::parse_sbatch_output(sbatch->out);
   if (!id) return fail("sbatch: " + first_line(id.error().message));
   return id;
+}
+
+}  // namespace
+
+SuccessorConfig successor_config(const ChainSection& c) {
+  return {.min_generations = c.min_generations,
+          .max_generations = c.max_generations,
+          .idle_end = c.idle_end,
+          .floor = c.successor_floor,
+          .ceiling = c.successor_ceiling,
+          .backoff = c.submit_backoff,
+          .pause_after = c.pause_after};
+}
+
+asio::awaitable<std::string> submit_successor(SuccessorSubmission s, SuccessorPolicy& policy,
+                                              slurm::CommandRunner& commands, std::shared_ptr<spdlog::logger> log) {
+  std::vector<std::string> argv{s.sbatch, "--parsable", s.script.native(), std::to_string(s.next)};
+  log->info("{}: submitting generation {}", s.log_prefix, s.next);
+  auto ran = co_await commands.run(argv, slurm::scrubbed_environment(), s.command_timeout);
+  auto submitted = submitted_job_id(ran);
+  if (!submitted) {
+    const std::string& error = submitted.error().message;
+    policy.submission_failed(Clock::now(), error);
+    log->warn("{}: generation {} could not be submitted: {}", s.log_prefix, s.next, error);
+    const bool paused = policy.phase() == ChainPhase::paused;
+    auto rec = update_chain_record(s.dir, [&](ChainRecord& c) {
+      c.failures = policy.failures();
+      c.reason = policy.reason();
+      if (paused) c.state = "paused";
+    });
+    if (!rec) log->warn("{}: cannot record the failure: {}", s.log_prefix, rec.error().message);
+    if (paused) log->error("{}: chain paused: {}", s.log_prefix, policy.reason());
+    co_return std::string();
+  }
+  policy.submission_succeeded();
+  const std::string job_id = *submitted;
+  const auto now = std::chrono::system_clock::now();
+  bool take_back = false;
+  auto rec = update_chain_record(s.dir, [&](ChainRecord& c) {
+    // Stopped meanwhile, or another job recorded for this generation (the successor's own start record carries
+    // its own job id, which is ours).
+    const ChainGeneration* there = c.find(s.next);
+    take_back = c.stop_requested || (there && !there->slurm_job_id.empty() && there->slurm_job_id != job_id);
+    if (take_back) return;
+    auto& g = c.at(s.next);
+    g.slurm_job_id = job_id;
+    g.submitted_at_ms = unix_ms(now);
+    g.submitted_by = s.submitted_by;
+    c.failures = 0;
+    c.reason.clear();
+  });
+  if (!rec)
+    log->warn("{}: cannot record generation {} (job {}): {}", s.log_prefix, s.next, job_id, rec.error().message);
+  log->info("{}: generation {} submitted as job {}", s.log_prefix, s.next, job_id);
+  if (!take_back) co_return job_id;
+  log->info("{}: the launch is being stopped, or generation {} has a job already: cancelling job {}", s.log_prefix,
+            s.next, job_id);
+  std::vector<std::string> scancel{s.scancel, job_id};  // not a braced list: GCC 12 coroutine bug
+  auto c = co_await commands.run(std::move(scancel), slurm::scrubbed_environment(), s.command_timeout);
+  if (!c || c->exit_code != 0)
+    log->warn("{}: scancel {} failed: {}", s.log_prefix, job_id, !c ? c.error().message : first_line(c->err));
+  co_return std::string();
 }
 
 ChainKeeper::ChainKeeper(asio::any_io_executor ex, ChainKeeperSettings settings, slurm::CommandRunner& commands,
@@ -111,52 +172,19 @@ asio::awaitable<void> ChainKeeper::run() {
 }
 
 asio::awaitable<void> ChainKeeper::submit() {
-  const int next = settings_.generation + 1;
   auto before = read_chain_record(settings_.launch_dir);
   if (before && *before && (*before)->stop_requested) {
     policy_->advance(Clock::now(), std::nullopt, /*stop_requested=*/true);
     co_return;
   }
-  std::vector<std::string> argv{settings_.sbatch, "--parsable", settings_.script.native(), std::to_string(next)};
-  log_->info("kept launch: submitting generation {}", next);
-  auto ran = co_await commands_.run(argv, slurm::scrubbed_environment(), settings_.command_timeout);
-  auto submitted = submitted_job_id(ran);
-  if (!submitted) {
-    const std::string& error = submitted.error().message;
-    policy_->submission_failed(Clock::now(), error);
-    log_->warn("kept launch: generation {} could not be submitted: {}", next, error);
-    auto rec = update_chain_record(settings_.launch_dir, [&](ChainRecord& c) {
-      c.failures = policy_->failures();
-      c.reason = policy_->reason();
-      if (policy_->phase() == ChainPhase::paused) c.state = "paused";
-    });
-    if (!rec) log_->warn("kept launch: cannot record the failure: {}", rec.error().message);
-    if (policy_->phase() == ChainPhase::paused) log_->error("kept launch: chain paused: {}", policy_->reason());
-    co_return;
-  }
-  policy_->submission_succeeded();
-  const std::string job_id = *submitted;
-  successor_job_id_ = job_id;
-  const auto now = std::chrono::system_clock::now();
-  bool stop = false;
-  auto rec = update_chain_record(settings_.launch_dir, [&](ChainRecord& c) {
-    auto& g = c.at(next);
-    g.slurm_job_id = job_id;
-    g.submitted_at_ms = unix_ms(now);
-    g.submitted_by = "allocation";
-    c.failures = 0;
-    c.reason.clear();
-    stop = c.stop_requested;
-  });
-  if (!rec) log_->warn("kept launch: cannot record generation {} (job {}): {}", next, job_id, rec.error().message);
-  log_->info("kept launch: generation {} submitted as job {}", next, job_id);
-  if (stop) {  // nymph kill ran while sbatch did: take the successor back
-    log_->info("kept launch: the launch is being stopped: cancelling job {}", job_id);
-    std::vector<std::string> scancel{settings_.scancel, job_id};  // not a braced list: GCC 12 coroutine bug
-    auto c = co_await commands_.run(std::move(scancel), slurm::scrubbed_environment(), settings_.command_timeout);
-    if (!c || c->exit_code != 0)
-      log_->warn("kept launch: scancel {} failed: {}", job_id, !c ? c.error().message : first_line(c->err));
-  }
+  SuccessorSubmission successor{.dir = settings_.launch_dir,
+                                .script = settings_.script,
+                                .next = settings_.generation + 1,
+                                .submitted_by = "allocation",
+                                .sbatch = settings_.sbatch,
+                                .scancel = settings_.scancel,
+                                .command_timeout = settings_.command_timeout};
+  successor_job_id_ = co_await submit_successor(std::move(successor), *policy_, commands_, log_);
 }
 
 void ChainKeeper::record_end() {

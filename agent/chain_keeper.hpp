@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "agent/config.hpp"
 #include "agent/daemon.hpp"
 #include "agent/successor_policy.hpp"
 #include "slurm/command_runner.hpp"
@@ -29,8 +30,27 @@ struct ChainKeeperSettings {
   std::chrono::milliseconds recheck{5'000};  // how often the worker's idleness and stop are looked at
 };
 
-// The job id a `sbatch --parsable` printed, or why there is none, as one line (for chain.json and the log).
-Result<std::string> submitted_job_id(const Result<slurm::CommandResult>& sbatch);
+// The [chain] rules of a kept launch's config as the policy takes them.
+SuccessorConfig successor_config(const ChainSection& chain);
+
+// One successor to submit: generation `next` of the kept launch in `dir`, from `script`.
+struct SuccessorSubmission {
+  std::filesystem::path dir, script;
+  int next = 2;
+  std::string submitted_by;  // "allocation" or "manager", recorded with the generation
+  std::string sbatch = "sbatch", scancel = "scancel";
+  std::chrono::milliseconds command_timeout{30'000};
+  std::string log_prefix = "kept launch";  // starts every log line
+};
+
+// Runs `sbatch --parsable <script> <next>` for `policy`, which must be due, and records the outcome in chain.json:
+// the new generation (job id, submission time, submitted_by), or the failure, its count and, once the policy pauses,
+// the paused chain. A successor submitted while `nymph kill` ran, or while another job was recorded for `next`, is
+// cancelled again. The caller and the generation's keeper share this, so both paths behave the same. Returns the
+// job id of the successor that stands, or "". Never throws for expected failures (they are logged and recorded).
+boost::asio::awaitable<std::string> submit_successor(SuccessorSubmission s, SuccessorPolicy& policy,
+                                                     slurm::CommandRunner& commands,
+                                                     std::shared_ptr<spdlog::logger> log);
 
 class ChainKeeper {
  public:

@@ -43,7 +43,8 @@ class ManagedChains {
 
  private:
   struct Tracked {
-    int generation = 0;
+    int generation = 0;            // the serving generation the policy is for
+    std::filesystem::path script;  // the launch's sbatch script
     std::unique_ptr<SuccessorPolicy> policy;
   };
   boost::asio::awaitable<void> scan();

@@ -281,13 +281,7 @@ std::optional<ChainKeeperSettings> chain_keeper_settings(const AgentConfig& c, c
                         .generation = args.generation,
                         .slurm_job_id = probe.allocation->job_id,
                         .serving_end = *settings.lifecycle.walltime_end - settings.lifecycle.walltime_lead,
-                        .policy = {.min_generations = c.chain.min_generations,
-                                   .max_generations = c.chain.max_generations,
-                                   .idle_end = c.chain.idle_end,
-                                   .floor = c.chain.successor_floor,
-                                   .ceiling = c.chain.successor_ceiling,
-                                   .backoff = c.chain.submit_backoff,
-                                   .pause_after = c.chain.pause_after},
+                        .policy = successor_config(c.chain),
                         // Empty when this compute node has no sbatch: the login-node manager submits instead.
                         .sbatch = platform::find_on_path(c.slurm.sbatch, probe_inputs_from_environment().path_env)
                                       .value_or(""),

@@ -52,6 +52,7 @@ void inspect_chain(LaunchInfo& info, const std::optional<std::map<std::string, s
   auto chain = agent::read_chain_record(info.dir);
   if (!chain || !*chain) {
     info.problem = chain ? "chain.json is missing" : chain.error().message;
+    if (auto st = read_status(info.dir)) info.status = *st;
     return;
   }
   ChainView view{.record = std::move(**chain)};
@@ -69,6 +70,8 @@ void inspect_chain(LaunchInfo& info, const std::optional<std::map<std::string, s
     if (g.started_at_ms)
       if (auto st = read_status(info.dir, agent::status_file_name(g.generation))) info.status = *st;
   }
+  if (!info.status)  // no generation recorded its start (yet): what generation 1 wrote, if anything
+    if (auto st = read_status(info.dir)) info.status = *st;
   info.state = any_running ? LaunchState::running
                : any_queued ? LaunchState::queued
                : any_unknown ? LaunchState::unknown
@@ -86,11 +89,11 @@ LaunchInfo inspect(const fs::path& dir, const ManageContext& ctx,
     return info;
   }
   info.record = *record;
-  if (auto s = read_status(dir)) info.status = *s;
-  if (record->keep) {
+  if (record->keep) {  // its status is the newest started generation's
     inspect_chain(info, slurm);
     return info;
   }
+  if (auto s = read_status(dir)) info.status = *s;
   Observation obs;
   obs.on_this_host = record->host == ctx.hostname;
   obs.process_running = obs.on_this_host && record->pid && runs_command(*record->pid, record->command);
@@ -167,10 +170,8 @@ std::optional<int> chain_jobs_left(const LaunchInfo& info, const ManageContext& 
   if (!states || !chain || !*chain) return std::nullopt;
   int left = 0;
   for (const auto& g : (*chain)->generations) {
-    auto it = states->find(g.slurm_job_id);
-    if (!g.slurm_job_id.empty() && it != states->end() && it->second != "CANCELLED" && it->second != "COMPLETED" &&
-        it->second != "FAILED" && it->second != "TIMEOUT")
-      ++left;
+    auto it = g.slurm_job_id.empty() ? states->end() : states->find(g.slurm_job_id);
+    if (it != states->end() && slurm::phase_of(it->second) != slurm::SlurmPhase::finished) ++left;
   }
   return left;
 }
