@@ -4,6 +4,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "agent/chain_record.hpp"
+#include "common/coroutine_warning.hpp"
 #include "slurm/parse.hpp"
 
 namespace nymph::agent {
@@ -46,6 +47,7 @@ SuccessorConfig successor_config(const ChainSection& c) {
           .pause_after = c.pause_after};
 }
 
+NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 asio::awaitable<std::string> submit_successor(SuccessorSubmission s, SuccessorPolicy& policy,
                                               slurm::CommandRunner& commands, std::shared_ptr<spdlog::logger> log) {
   std::vector<std::string> argv{s.sbatch, "--parsable", s.script.native(), std::to_string(s.next)};
@@ -95,6 +97,7 @@ asio::awaitable<std::string> submit_successor(SuccessorSubmission s, SuccessorPo
     log->warn("{}: scancel {} failed: {}", s.log_prefix, job_id, !c ? c.error().message : first_line(c->err));
   co_return std::string();
 }
+NYMPH_GCC_PR109224_END
 
 ChainKeeper::ChainKeeper(asio::any_io_executor ex, ChainKeeperSettings settings, slurm::CommandRunner& commands,
                          Daemon& daemon, std::shared_ptr<spdlog::logger> log)
