@@ -24,7 +24,7 @@ Argv sbatch_file_argv(std::string sbatch, std::string script) {
 Argv sbatch_stdin_argv(std::string sbatch) { return {std::move(sbatch), "--parsable"}; }
 
 Argv squeue_jobs_argv(std::string squeue, const std::vector<std::string>& ids) {
-  return {std::move(squeue), "--noheader", "-t", "all", "-O", std::string(kSqueueJobFormat), "-j", join(ids)};
+  return {std::move(squeue), "--noheader", "-t", "all", "-r", "-O", std::string(kSqueueJobFormat), "-j", join(ids)};
 }
 
 Argv squeue_user_argv(std::string squeue, std::string user) {

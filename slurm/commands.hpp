@@ -19,8 +19,9 @@ Argv sbatch_file_argv(std::string sbatch, std::string script);
 // `sbatch --parsable` with the batch script on standard input; parse_sbatch_output reads the job id.
 Argv sbatch_stdin_argv(std::string sbatch);
 
-// `squeue --noheader -t all -O kSqueueJobFormat -j ID,ID...`: the jobs of `ids` slurmctld still knows, final
-// states included (until MinJobAge purges them); parse_squeue_jobs. Run it with SLURM_TIME_FORMAT=%s.
+// `squeue --noheader -t all -r -O kSqueueJobFormat -j ID,ID...`: the jobs of `ids` slurmctld still knows, final
+// states included (until MinJobAge purges them), each task of a job array on its own line as "<array>_<i>" (an id
+// may be one); parse_squeue_jobs. Run it with SLURM_TIME_FORMAT=%s.
 Argv squeue_jobs_argv(std::string squeue, const std::vector<std::string>& ids);
 
 // `squeue --noheader -o kSqueueFormat -u USER`: every job of `user` (a name or a numeric uid); parse_squeue.

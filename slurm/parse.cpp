@@ -171,13 +171,24 @@ std::string parse_default_account(std::string_view out) {
   return lines.empty() ? std::string() : std::string(lines.front());
 }
 
-std::string parse_cluster_name(std::string_view out) {
+namespace {
+// The value of `KEY = VALUE` in `scontrol show config` output, or nullopt.
+std::optional<std::string_view> config_value(std::string_view out, std::string_view key) {
   for (auto line : lines_of(out)) {
     auto eq = line.find('=');
-    if (eq == std::string_view::npos || trim(line.substr(0, eq)) != "ClusterName") continue;
-    return std::string(trim(line.substr(eq + 1)));
+    if (eq == std::string_view::npos || trim(line.substr(0, eq)) != key) continue;
+    return trim(line.substr(eq + 1));
   }
-  return {};
+  return std::nullopt;
+}
+}  // namespace
+
+std::string parse_cluster_name(std::string_view out) { return std::string(config_value(out, "ClusterName").value_or("")); }
+
+std::optional<std::size_t> parse_max_array_size(std::string_view out) {
+  auto v = config_value(out, "MaxArraySize");
+  if (!v || !is_digits(*v, 9)) return std::nullopt;
+  return static_cast<std::size_t>(std::stoul(std::string(*v)));
 }
 
 SlurmPhase phase_of(std::string_view state) {

@@ -56,7 +56,7 @@ struct SqueueJob {
 // The squeue -O field list parse_squeue_jobs reads. Times are epoch seconds when squeue runs with
 // SLURM_TIME_FORMAT=%s (see kEpochTimeFormat); other values ("N/A", "Unknown", a date) read as absent.
 inline constexpr std::string_view kSqueueJobFormat =
-    "JobID:|,State:|,Reason:|,exit_code:|,SubmitTime:|,StartTime:|,Cluster:|,Name:";
+    "JobArrayID:|,State:|,Reason:|,exit_code:|,SubmitTime:|,StartTime:|,Cluster:|,Name:";
 
 // The value of SLURM_TIME_FORMAT under which squeue and sacct print times as epoch seconds.
 inline constexpr std::string_view kEpochTimeFormat = "%s";
@@ -128,5 +128,9 @@ std::string parse_default_account(std::string_view out);
 
 // The value of `ClusterName = NAME` in `scontrol show config` output, or "" when there is none.
 std::string parse_cluster_name(std::string_view out);
+
+// The value of `MaxArraySize = N` in `scontrol show config` output (job arrays take indices 0 to N-1), or nullopt
+// when there is none or it is not a number.
+std::optional<std::size_t> parse_max_array_size(std::string_view out);
 
 }  // namespace nymph::slurm

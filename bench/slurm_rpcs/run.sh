@@ -6,7 +6,8 @@
 # (slurm_rpcs.cpp says how each is measured). Needs root (runs the bench as the lab user) and a running lab
 # (tests/slurm-lab/start.sh). NYMPH_BENCH_FIXED_VS_ADAPTIVE_S=S measures instead, for N = 100 and 1000 (or the
 # N given), slurmctld RPCs per minute over S seconds with nothing changing: a fixed 10 s cycle, then the agent's
-# defaults (10 s doubling to 60 s). Build a non-sanitized tree for meaningful RSS figures:
+# defaults (10 s doubling to 60 s). NYMPH_BENCH_SUBMIT=1 measures instead the time, sbatch calls and RPCs to submit
+# N jobs through the runner at once: one sbatch per job (the baseline), then job arrays. Build a non-sanitized tree for meaningful RSS figures:
 #   cmake -S . -B build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build build/release --target nymph-bench-slurm-rpcs
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,4 +18,5 @@ cd /
 exec runuser -u "$SLURM_LAB_USER" -- env SLURM_CONF="$SLURM_CONF" ${NYMPH_BENCH_IDLE_S:+NYMPH_BENCH_IDLE_S=$NYMPH_BENCH_IDLE_S} \
   ${NYMPH_BENCH_SAMPLE:+NYMPH_BENCH_SAMPLE=$NYMPH_BENCH_SAMPLE} \
   ${NYMPH_BENCH_FIXED_VS_ADAPTIVE_S:+NYMPH_BENCH_FIXED_VS_ADAPTIVE_S=$NYMPH_BENCH_FIXED_VS_ADAPTIVE_S} \
+  ${NYMPH_BENCH_SUBMIT:+NYMPH_BENCH_SUBMIT=$NYMPH_BENCH_SUBMIT} \
   "$BUILD/bench/slurm_rpcs/nymph-bench-slurm-rpcs" "$SLURM_LAB_JOBS_DIR/nymph-bench-$$" "$@"

@@ -27,6 +27,7 @@
 #include <map>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -58,7 +59,7 @@ using nymph::slurm::parse_sbatch_output;
 // Counts the commands the runner runs, so the bench knows when a cycle has finished.
 struct CountingCommands : CommandRunner {
   ChildCommandRunner real;
-  int squeue_calls = 0, sacct_calls = 0, scancel_calls = 0;
+  int squeue_calls = 0, sacct_calls = 0, scancel_calls = 0, sbatch_calls = 0;
   asio::awaitable<nymph::Result<CommandResult>> run(std::vector<std::string> argv,
                                                    std::optional<std::map<std::string, std::string>> env,
                                                    std::chrono::milliseconds timeout) override {
@@ -67,6 +68,7 @@ struct CountingCommands : CommandRunner {
     squeue_calls += prog == "squeue";
     sacct_calls += prog == "sacct";
     scancel_calls += prog == "scancel";
+    sbatch_calls += prog == "sbatch";
     co_return r;
   }
 };
@@ -417,9 +419,105 @@ void idle_rate(const std::vector<std::string>& ids, bool adaptive, int seconds, 
   detach_held(ioc, runner, ids.size(), "idle");
 }
 
+// Counts the attempts reported submitted (their first update with a Slurm id) and keeps those ids.
+struct SubmitReporter : JobReporter {
+  std::set<std::string> slurm_ids;
+  void update(JobUpdate u) override {
+    if (u.slurm_job_id) slurm_ids.insert(*u.slurm_job_id);
+  }
+  asio::awaitable<void> output(Stream, std::uint64_t, std::string) override { co_return; }
+};
+
+struct SubmitFigures {
+  double seconds = 0;
+  int sbatch_calls = 0;
+  long submit_rpcs = 0;  // sdiag REQUEST_SUBMIT_BATCH_JOB
+  long all_rpcs = 0;     // every message type but sdiag's own
+};
+
+// `n` `/bin/sleep 600` jobs (they pend on the lab's few CPUs) handed to one runner through run() at once, as an
+// agent hands it a burst of leases: the time until every attempt was reported submitted, the sbatch calls it
+// made and the slurmctld RPCs of that time. `max_array_tasks` 1 is one sbatch per job; `budget` is
+// rpc_budget_per_minute (0: none). The attempts are then detached and their jobs scancelled.
+SubmitFigures submit_through_run(int n, std::size_t max_array_tasks, int budget, const std::filesystem::path& dir) {
+  asio::io_context ioc;
+  SlurmRunnerConfig c;
+  c.launch_dir = dir;
+  c.poll_interval = 10s;
+  c.poll_interval_max = 60s;
+  c.rpc_budget_per_minute = budget;
+  c.max_jobs = n;
+  c.max_array_tasks = max_array_tasks;
+  c.output_interval = 10s;
+  auto counting = std::make_unique<CountingCommands>();
+  CountingCommands& cmds = *counting;
+  SlurmRunner runner(ioc.get_executor(), c, std::move(counting), nymph::null_logger());
+  std::vector<SubmitReporter> reporters(static_cast<std::size_t>(n));
+  auto before = rpc_counts();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    JobSpec spec;
+    spec.job_id = "burst-" + std::to_string(i);
+    spec.lease_id = "lease";
+    spec.argv = {"/bin/sleep", "600"};
+    asio::co_spawn(ioc, runner.run(spec, reporters[static_cast<std::size_t>(i)]), rethrow_error);
+  }
+  auto submitted = [&] {
+    return std::all_of(reporters.begin(), reporters.end(), [](const auto& r) { return !r.slurm_ids.empty(); });
+  };
+  run_until(ioc, submitted, 3600s);
+  SubmitFigures f;
+  f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto d = diff(before, rpc_counts());
+  f.sbatch_calls = cmds.sbatch_calls;
+  f.submit_rpcs = d.count("REQUEST_SUBMIT_BATCH_JOB") ? d.at("REQUEST_SUBMIT_BATCH_JOB") : 0;
+  f.all_rpcs = total_of(d);
+  std::set<std::string> jobs;  // an array's tasks go with the array
+  for (const auto& r : reporters)
+    for (const auto& id : r.slurm_ids) jobs.insert(id.substr(0, id.find('_')));
+  detach_held(ioc, runner, static_cast<std::size_t>(n), "burst");
+  cancel_all(std::vector<std::string>(jobs.begin(), jobs.end()));
+  return f;
+}
+
+// For each N: submit_through_run one sbatch per job (the baseline), then with job arrays, both without an RPC
+// budget, then with arrays under the agent's default budget of 60 RPCs a minute.
+void submit_bench(const std::vector<int>& sizes, const std::filesystem::path& base) {
+  for (int n : sizes) {
+    auto one_each = submit_through_run(n, 1, 0, base / ("one-" + std::to_string(n)));
+    auto arrays = submit_through_run(n, 1000, 0, base / ("arrays-" + std::to_string(n)));
+    auto budgeted = submit_through_run(n, 1000, 60, base / ("budget-" + std::to_string(n)));
+    auto line = [n](const char* what, const SubmitFigures& f, const SubmitFigures& baseline) {
+      std::printf("N=%-5d %-34s %6.2f s (%.3f x baseline)  sbatch calls %5d (%.4f x)  submit RPCs %5ld  all RPCs %5ld\n",
+                  n, what, f.seconds, f.seconds / baseline.seconds, f.sbatch_calls,
+                  double(f.sbatch_calls) / baseline.sbatch_calls, f.submit_rpcs, f.all_rpcs);
+    };
+    line("one sbatch per job (baseline)", one_each, one_each);
+    line("job arrays, no RPC budget", arrays, one_each);
+    line("job arrays, budget 60 RPCs/min", budgeted, one_each);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // NYMPH_BENCH_SUBMIT=1: instead of the per-N figures, the time and calls to submit N jobs through the runner's
+  // run(), one sbatch per job against job arrays (submit_bench).
+  if (std::getenv("NYMPH_BENCH_SUBMIT")) {
+    std::vector<int> sizes{1, 100, 1000, 10000};
+    std::filesystem::path base = argc > 1 ? argv[1] : "/var/lib/nymph-slurm-lab/jobs/nymph-bench";
+    if (argc > 2) {
+      sizes.clear();
+      for (int i = 2; i < argc; ++i) sizes.push_back(std::stoi(argv[i]));
+    }
+    std::filesystem::remove_all(base);
+    std::printf("Submitting N jobs through SlurmRunner::run() at once (slurmctld RPCs from sdiag); load %s",
+                run_text("cat /proc/loadavg").c_str());
+    submit_bench(sizes, base);
+    std::filesystem::remove_all(base);
+    return 0;
+  }
   // NYMPH_BENCH_FIXED_VS_ADAPTIVE_S=S: instead of the per-N figures, slurmctld RPCs per minute over S seconds with
   // nothing changing, fixed cycle then adaptive, for each N (the held jobs are shared by both runs).
   if (const char* idle = std::getenv("NYMPH_BENCH_FIXED_VS_ADAPTIVE_S")) {

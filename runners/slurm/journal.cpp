@@ -125,6 +125,12 @@ Result<void> Journal::write_line(const std::string& line) { return write_all(fd_
 
 Result<void> Journal::append(const JournalEntry& e) { return write_line(submit_line(e)); }
 
+Result<void> Journal::append(const std::vector<JournalEntry>& entries) {
+  std::string lines;
+  for (const auto& e : entries) lines += submit_line(e);
+  return write_line(lines);
+}
+
 Result<void> Journal::mark_done(std::string_view job_id, int attempt) { return write_line(done_line(job_id, attempt)); }
 
 Result<std::vector<JournalEntry>> read_journal(const std::filesystem::path& path) {

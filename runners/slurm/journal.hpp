@@ -46,6 +46,8 @@ class Journal {
 
   // Appends a submission line and fsyncs. Returns an Error when the write or fsync fails.
   Result<void> append(const JournalEntry& e);
+  // Appends a submission line for each of `entries` (the tasks of one job array) with one write and one fsync.
+  Result<void> append(const std::vector<JournalEntry>& entries);
   // Appends a line marking (job_id, attempt) done and fsyncs.
   Result<void> mark_done(std::string_view job_id, int attempt);
 

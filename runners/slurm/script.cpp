@@ -47,9 +47,7 @@ void add_sbatch_lines(std::string& s, const JobSpec& spec, const std::filesystem
   line("chdir", dir.string());
   line("output", (dir / kStdoutFile).string());
   line("error", (dir / kStderrFile).string());
-  bool has_time = std::any_of(options.begin(), options.end(), [](const auto& o) { return o.key == "time"; });
-  for (const auto& o : options) line(o.key, o.value);
-  if (spec.timeout && !has_time) line("time", cli::minutes_for(*spec.timeout));
+  s += shared_directives(spec, options);
 }
 
 void add_body(std::string& s, const JobSpec& spec, const std::filesystem::path& dir) {
@@ -92,6 +90,46 @@ std::string slurm_job_name(std::string_view job_id) { return "nymph-" + std::str
 
 std::string job_dir_name(std::string_view job_id, int attempt) {
   return std::string(job_id) + "-" + std::to_string(attempt);
+}
+
+std::string shared_directives(const JobSpec& spec, const std::vector<SbatchOption>& options) {
+  std::string s;
+  bool has_time = false;
+  for (const auto& o : options) {
+    has_time = has_time || o.key == "time";
+    s += cli::sbatch_directive(o.key, o.value);
+  }
+  if (spec.timeout && !has_time) s += cli::sbatch_directive("time", cli::minutes_for(*spec.timeout));
+  return s;
+}
+
+std::string array_job_name(std::string_view first_job_id, int attempt) {
+  return "nymph-array-" + job_dir_name(first_job_id, attempt);
+}
+
+Result<std::string> render_array_script(std::string_view name, const std::filesystem::path& launch_dir,
+                                        std::string_view shared, const std::vector<std::string>& task_dirs) {
+  if (task_dirs.empty()) return fail("a job array needs at least one task");
+  if (auto r = cli::check_sbatch_path(launch_dir); !r) return r.error();
+  for (const auto& d : task_dirs)
+    if (auto r = cli::check_sbatch_path(d); !r) return r.error();
+  std::string s = "#!/bin/sh\n";
+  s += cli::sbatch_directive("job-name", name);
+  s += cli::sbatch_directive("array", "0-" + std::to_string(task_dirs.size() - 1));
+  s += cli::sbatch_directive("chdir", launch_dir.string());
+  s += cli::sbatch_directive("output", "/dev/null");
+  s += cli::sbatch_directive("error", "/dev/null");
+  s += shared;
+  s += "# Rendered by nymph: one task per attempt, each its own job.sbatch with its job's output files.\n";
+  s += "case \"$SLURM_ARRAY_TASK_ID\" in\n";
+  for (std::size_t i = 0; i < task_dirs.size(); ++i)
+    s += "  " + std::to_string(i) + ") nymph_dir=" + shell_quote(task_dirs[i]) + " ;;\n";
+  s += "  *) echo \"nymph: no task $SLURM_ARRAY_TASK_ID in this array\" >&2; exit 1 ;;\n";
+  s += "esac\n";
+  s += "cd \"$nymph_dir\" || exit 1\n";
+  s += std::string("exec /bin/sh \"$nymph_dir/") + std::string(kScriptFile) + "\" >\"$nymph_dir/" +
+       std::string(kStdoutFile) + "\" 2>\"$nymph_dir/" + std::string(kStderrFile) + "\"\n";
+  return s;
 }
 
 Result<RenderedJob> render_job(const JobSpec& spec, const std::filesystem::path& dir,

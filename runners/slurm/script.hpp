@@ -26,6 +26,9 @@ inline constexpr std::string_view kExitStatusFile = "exit-status";
 // after its job directory once the exit-status file is written: the runner lists this one directory to learn of
 // ends without asking slurmctld (see SlurmRunnerConfig::exit_scan_interval).
 inline constexpr std::string_view kExitRecordDir = "exits";
+// The directory of launch_dir where a job array's script (render_array_script) is written for its sbatch call and
+// removed once sbatch returned (Slurm keeps a copy).
+inline constexpr std::string_view kArrayScriptDir = "arrays";
 
 // The rendered files of one attempt.
 struct RenderedJob {
@@ -55,6 +58,25 @@ std::string job_dir_name(std::string_view job_id, int attempt);
 // Returns an Error for a bad job id, bad kind, empty argv, NUL bytes, or bad environment names. Never throws.
 Result<RenderedJob> render_job(const JobSpec& spec, const std::filesystem::path& dir,
                                const std::vector<SbatchOption>& options);
+
+// The #SBATCH lines of a rendered command attempt that do not name the attempt: the validated `options`, then
+// --time from spec.timeout when `options` has none. Attempts with equal lines can run as the tasks of one job
+// array (render_array_script): they are its "shape". Never throws.
+std::string shared_directives(const JobSpec& spec, const std::vector<SbatchOption>& options);
+
+// The Slurm job name of a job array whose first task is attempt `attempt` of `first_job_id`:
+// "nymph-array-<job_id>-<attempt>" (every task's name, part of each task's identity).
+std::string array_job_name(std::string_view first_job_id, int attempt);
+
+// A batch script that runs already rendered command attempts (render_job, written to their job directories
+// `task_dirs`) as the tasks of one job array: #SBATCH --job-name=`name`, --array=0-(n-1), --chdir=`launch_dir`,
+// Slurm's own output to /dev/null, then the attempts' `shared` lines (shared_directives, equal for all of them).
+// Task i changes to task_dirs[i] and execs /bin/sh on its job.sbatch with stdout and stderr into the directory's
+// stdout.log and stderr.log, as Slurm's --output and --error would: the attempt's own script writes its
+// exit-status file and exit record as it does when submitted alone. Each task is Slurm job "<array id>_<i>".
+// Returns an Error for no tasks or a path sbatch cannot take. Never throws.
+Result<std::string> render_array_script(std::string_view name, const std::filesystem::path& launch_dir,
+                                        std::string_view shared, const std::vector<std::string>& task_dirs);
 
 // The sbatch arguments (after the program name) that submit an approved training profile's `script` itself
 // for the job directory `dir`: --parsable, --job-name=nymph-<job_id>, --chdir=dir, --output/--error into

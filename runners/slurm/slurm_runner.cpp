@@ -80,6 +80,19 @@ void prepare_exit_records(const fs::path& dir, const std::vector<JournalEntry>& 
   }
 }
 
+// Creates `dir` (launch_dir/arrays) 0700 and empties it: an array script is only needed until its sbatch returned
+// (Slurm keeps its own copy), so any file there was left by a crash. Start-up only: blocks.
+void prepare_array_scripts(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("[runners.slurm] cannot create " + dir.string() + ": " + ec.message());
+  fs::permissions(dir, fs::perms::owner_all, ec);
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code gone;
+    fs::remove(it->path(), gone);
+  }
+}
+
 // One stream's output file in the job directory, read from a byte offset on (through the I/O threads: see
 // ship_output). No path of its own: ten thousand tracked jobs keep one directory path each.
 class OutputTail {
@@ -132,6 +145,7 @@ SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig confi
                              .rpc_budget_per_minute = config_.rpc_budget_per_minute,
                              .rpc_window = config_.rpc_budget_window,
                              .seed = std::random_device{}()}),
+      batcher_(config_.max_array_tasks),
       random_(std::random_device{}()),
       io_(config_.io_threads) {
   if (auto r = cli::check_sbatch_path(config_.launch_dir); !r)
@@ -144,6 +158,7 @@ SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig confi
   compact_journal(path, in_flight_).value();
   journal_.emplace(Journal::open(path).value());
   prepare_exit_records(config_.launch_dir / kExitRecordDir, in_flight_);
+  prepare_array_scripts(config_.launch_dir / kArrayScriptDir);
   if (!in_flight_.empty()) log_->info("slurm journal {}: {} attempt(s) in flight", path.string(), in_flight_.size());
 }
 
@@ -241,35 +256,179 @@ std::optional<JobUpdate> SlurmRunner::refusal(const JobSpec& spec) const {
 
 asio::awaitable<std::optional<JobUpdate>> SlurmRunner::submit_and_track(Attempt& a, Submission sub) {
   const std::string job_id = a.entry.job_id;
-  // Slurm stamps its submit time while sbatch runs: now is a lower bound of it (part of the job's identity).
-  const auto before_sbatch = WallClock::now();
-  auto answer = co_await submit(sub);
-  auto slurm_id = answer ? cli::parse_sbatch_output(answer->out) : Result<std::string>(answer.error());
-  if (!slurm_id) co_return end_without_tracking(job_id, sub.dir, failed_update(slurm_id.error().message));
-  // a.entry gets the id only once tracking starts: a stop() meanwhile waits for it (stop_requested).
-  JournalEntry entry = a.entry;
-  entry.slurm_job_id = *slurm_id;
-  entry.submitted_at = before_sbatch;
-  entry.job_name = slurm_job_name(job_id);
-  entry.cluster = co_await cluster_of(answer->out);
-  // On disk before anyone hears of it: a restarted manager finds every job it reported.
-  auto append = [journal = &*journal_, e = entry] { return journal->append(e); };
-  auto journaled = co_await io_.run_ordered(std::move(append));
-  a.entry = std::move(entry);
-  if (auto& j = journaled; !j) {
-    std::vector<std::string> ids{*slurm_id};
-    co_await command(cli::scancel_argv(config_.scancel, ids));
-    co_return end_without_tracking(job_id, sub.dir,
-                                   failed_update(j.error().message + "; Slurm job " + *slurm_id + " cancelled", *slurm_id));
+  const fs::path dir = sub.dir;
+  std::optional<Result<Sent>> sent;
+  if (!sub.shape) {
+    auto alone = co_await submit_alone(a, sub, false);
+    sent.emplace(std::move(alone));
+  } else {
+    auto in_array = co_await submit_in_array(a, std::move(sub));
+    sent.emplace(std::move(in_array));
   }
-  log_->info("job {} attempt {}: submitted as Slurm job {} ({})", job_id, a.entry.attempt, *slurm_id, sub.dir.string());
+  if (!*sent) co_return end_without_tracking(job_id, dir, failed_update(sent->error().message));
+  // a.entry gets the id only once tracking starts: a stop() meanwhile waits for it (stop_requested).
+  a.entry = std::move((*sent)->entry);
+  const std::string slurm_id = a.entry.slurm_job_id;
+  if (const auto& j = (*sent)->journaled; !j) {
+    std::vector<std::string> ids{slurm_id};
+    co_await command(cli::scancel_argv(config_.scancel, ids));
+    co_return end_without_tracking(job_id, dir,
+                                   failed_update(j.error().message + "; Slurm job " + slurm_id + " cancelled", slurm_id));
+  }
+  log_->info("job {} attempt {}: submitted as Slurm job {} ({})", job_id, a.entry.attempt, slurm_id, dir.string());
   JobUpdate running;
   running.state = JobState::running;
-  running.slurm_job_id = *slurm_id;
-  running.message = "submitted as Slurm job " + *slurm_id;
+  running.slurm_job_id = slurm_id;
+  running.message = "submitted as Slurm job " + slurm_id;
   a.reporter->update(running);
   start_tracking(a);
   co_return std::nullopt;
+}
+
+asio::awaitable<Result<SlurmRunner::Sent>> SlurmRunner::submit_alone(const Attempt& a, const Submission& sub,
+                                                                      bool budget_spent) {
+  // Slurm stamps its submit time while sbatch runs: now is a lower bound of it (part of the job's identity).
+  const auto before_sbatch = WallClock::now();
+  auto answer = co_await submit(sub, budget_spent);
+  auto slurm_id = answer ? cli::parse_sbatch_output(answer->out) : Result<std::string>(answer.error());
+  if (!slurm_id) co_return slurm_id.error();
+  Sent sent{a.entry, {}};
+  sent.entry.slurm_job_id = *slurm_id;
+  sent.entry.submitted_at = before_sbatch;
+  sent.entry.job_name = slurm_job_name(a.entry.job_id);
+  sent.entry.cluster = co_await cluster_of(answer->out);
+  // On disk before anyone hears of it: a restarted manager finds every job it reported.
+  auto append = [journal = &*journal_, e = sent.entry] { return journal->append(e); };
+  sent.journaled = co_await io_.run_ordered(std::move(append));
+  co_return sent;
+}
+
+struct SlurmRunner::Waiting {
+  Waiting(asio::any_io_executor ex, const Attempt& a, Submission s) : attempt(&a), sub(std::move(s)), done(ex) {}
+  const Attempt* attempt;
+  Submission sub;
+  asio::steady_timer done;           // cancelled once `outcome` is set
+  std::optional<Result<Sent>> outcome;
+};
+
+void SlurmRunner::sent(Waiting& w, Result<Sent> outcome) {
+  w.outcome = std::move(outcome);
+  w.done.cancel();
+}
+
+NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
+asio::awaitable<Result<SlurmRunner::Sent>> SlurmRunner::submit_in_array(const Attempt& a, Submission sub) {
+  Waiting w(executor_, a, std::move(sub));
+  const SubmissionTicket ticket = next_ticket_++;
+  waiting_.emplace(ticket, &w);
+  if (batcher_.add(*w.sub.shape, ticket))
+    asio::co_spawn(executor_, submit_shape(*w.sub.shape), log_failure(log_, "slurm submission of " + a.entry.job_id));
+  w.done.expires_at(asio::steady_timer::time_point::max());
+  while (!w.outcome) {
+    boost::system::error_code ec;
+    co_await w.done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return std::move(*w.outcome);
+}
+
+asio::awaitable<void> SlurmRunner::submit_shape(std::string shape) {
+  while (batcher_.waiting(shape) > 0) {
+    if (!array_cap_read_ && batcher_.waiting(shape) > 1) co_await read_array_cap();
+    co_await within_budget(1);  // what waits meanwhile joins this sbatch
+    std::vector<Waiting*> batch;
+    for (SubmissionTicket t : batcher_.take(shape)) batch.push_back(waiting_.extract(t).mapped());
+    if (batch.size() > 1) {
+      co_await submit_array(std::move(batch));
+      continue;
+    }
+    Waiting& alone = *batch.front();
+    auto outcome = co_await submit_alone(*alone.attempt, alone.sub, true);
+    sent(alone, std::move(outcome));
+  }
+  batcher_.submitter_done(shape);
+}
+
+asio::awaitable<void> SlurmRunner::submit_array(std::vector<Waiting*> tasks) {
+  const JournalEntry& first = tasks.front()->attempt->entry;
+  const std::string name = array_job_name(first.job_id, first.attempt);
+  std::vector<std::string> dirs;
+  for (const Waiting* w : tasks) dirs.push_back(w->attempt->entry.dir);
+  auto script = render_array_script(name, config_.launch_dir, tasks.front()->sub.shape.value_or(""), dirs);
+  if (!script) {
+    for (Waiting* w : tasks) sent(*w, script.error());
+    co_return;
+  }
+  const fs::path path = config_.launch_dir / kArrayScriptDir / (name + ".sbatch");
+  auto write = [path, text = std::move(*script)] {
+    return write_file(path, text, fs::perms::owner_read | fs::perms::owner_write);
+  };
+  if (auto w = co_await io_.run(std::move(write)); !w) {
+    log_->warn("slurm: cannot write the array script {}: {}; submitting its {} attempts one by one", path.string(),
+               w.error().message, tasks.size());
+    for (Waiting* t : tasks) {
+      auto outcome = co_await submit_alone(*t->attempt, t->sub, false);
+      sent(*t, std::move(outcome));
+    }
+    co_return;
+  }
+  const Submission array{config_.launch_dir, cli::sbatch_file_argv(config_.sbatch, path.string()),
+                         cli::scrubbed_environment(), false, {}};
+  const auto before_sbatch = WallClock::now();
+  bool refused = false;
+  auto answer = co_await submit(array, true, &refused);
+  io_.post_ordered([path]() noexcept {
+    std::error_code ec;
+    fs::remove(path, ec);  // Slurm keeps its own copy of a submitted script
+  });
+  auto base = answer ? cli::parse_sbatch_output(answer->out) : Result<std::string>(answer.error());
+  if (!base && refused) co_return co_await submit_one_by_one(std::move(tasks), base.error().message);
+  if (!base) {
+    for (Waiting* w : tasks) sent(*w, base.error());
+    co_return;
+  }
+  const std::string cluster = co_await cluster_of(answer->out);
+  std::vector<JournalEntry> entries;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    JournalEntry e = tasks[i]->attempt->entry;
+    e.slurm_job_id = *base + "_" + std::to_string(i);
+    e.submitted_at = before_sbatch;
+    e.job_name = name;
+    e.cluster = cluster;
+    entries.push_back(std::move(e));
+  }
+  auto append = [journal = &*journal_, entries] { return journal->append(entries); };
+  auto journaled = co_await io_.run_ordered(std::move(append));
+  log_->info("slurm: {} attempts submitted in one sbatch as job array {}", tasks.size(), *base);
+  for (std::size_t i = 0; i < tasks.size(); ++i) sent(*tasks[i], Sent{std::move(entries[i]), journaled});
+}
+
+asio::awaitable<void> SlurmRunner::submit_one_by_one(std::vector<Waiting*> tasks, const std::string& why) {
+  log_->warn("slurm: {}; submitting the array's {} attempts one by one", why, tasks.size());
+  auto first = co_await submit_alone(*tasks.front()->attempt, tasks.front()->sub, false);
+  if (!first) {
+    // Attempts of one shape differ only in what their scripts run: sbatch refuses each of them alike.
+    for (Waiting* w : tasks) sent(*w, first.error());
+    co_return;
+  }
+  sent(*tasks.front(), std::move(first));
+  for (std::size_t i = 1; i < tasks.size(); ++i) {
+    auto outcome = co_await submit_alone(*tasks[i]->attempt, tasks[i]->sub, false);
+    sent(*tasks[i], std::move(outcome));
+  }
+}
+NYMPH_GCC_PR109224_END
+
+asio::awaitable<void> SlurmRunner::read_array_cap() {
+  array_cap_read_ = true;
+  auto r = co_await command(cli::show_config_argv(config_.scontrol));
+  auto cap = r && r->exit_code == 0 ? cli::parse_max_array_size(r->out) : std::nullopt;
+  if (!cap) {
+    log_->warn("slurm: cannot read MaxArraySize from `scontrol show config`; job arrays of up to {} tasks",
+               batcher_.max_tasks());
+    co_return;
+  }
+  if (auto name = cli::parse_cluster_name(r->out); !scontrol_cluster_ && !name.empty()) scontrol_cluster_ = name;
+  if (*cap < batcher_.max_tasks()) batcher_.set_max_tasks(*cap);
 }
 
 asio::awaitable<Result<SlurmRunner::Submission>> SlurmRunner::prepare(const JobSpec& spec, const Profile* profile,
@@ -319,8 +478,10 @@ Result<SlurmRunner::Submission> SlurmRunner::prepare_command(const JobSpec& spec
   if (rendered->command) {
     if (auto w = write_file(dir / kCommandFile, *rendered->command, private_file); !w) return w.error();
   }
+  std::optional<std::string> shape;
+  if (config_.max_array_tasks > 1) shape = shared_directives(spec, options);
   return Submission{dir, cli::sbatch_file_argv(config_.sbatch, (dir / kScriptFile).string()),
-                    cli::scrubbed_environment(), false};
+                    cli::scrubbed_environment(), false, std::move(shape)};
 }
 
 Result<SlurmRunner::Submission> SlurmRunner::prepare_training(const JobSpec& spec, const Profile& profile,
@@ -348,12 +509,13 @@ Result<SlurmRunner::Submission> SlurmRunner::prepare_training(const JobSpec& spe
   env["NYMPH_RESULT"] = (dir / kResultFile).string();
   env["NYMPH_JOB_ID"] = spec.job_id;
   env["NYMPH_ATTEMPT"] = std::to_string(spec.attempt);
-  return Submission{dir, std::move(argv), std::move(env), true};
+  return Submission{dir, std::move(argv), std::move(env), true, {}};
 }
 
-asio::awaitable<Result<cli::CommandResult>> SlurmRunner::submit(const Submission& s) {
+asio::awaitable<Result<cli::CommandResult>> SlurmRunner::submit(const Submission& s, bool budget_spent,
+                                                                bool* refused) {
   for (int refusals = 0;; ++refusals) {
-    co_await within_budget(1);
+    if (refusals > 0 || !budget_spent) co_await within_budget(1);
     std::vector<std::string> argv = s.argv;  // GCC 12: named arguments, no conversions inside co_await
     std::optional<std::map<std::string, std::string>> env = s.env;
     auto r = co_await commands_->run(std::move(argv), std::move(env), config_.command_timeout);
@@ -363,7 +525,10 @@ asio::awaitable<Result<cli::CommandResult>> SlurmRunner::submit(const Submission
     std::string why = "sbatch failed (exit status " + std::to_string(r->exit_code) + "): " +
                       (err.empty() ? std::string(cli::trim(r->out)) : err);
     // Only a refusal that certainly submitted nothing is tried again; a timeout may have submitted the job.
-    if (!is_submission_refused(err) || refusals + 1 >= kMaxSbatchRefusals) co_return fail(why);
+    if (!is_submission_refused(err) || refusals + 1 >= kMaxSbatchRefusals) {
+      if (refused) *refused = true;
+      co_return fail(why);
+    }
     std::uniform_real_distribution<double> share(0.5, 1.0);
     auto wait = controller_backoff(refusals + 1, config_.poll_interval, share(random_));
     log_->warn("{}; trying again in {} ms", why, wait.count());

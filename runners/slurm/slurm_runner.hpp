@@ -1,7 +1,8 @@
 #pragma once
-// The Slurm runner: renders each attempt into a job directory, submits it with sbatch, tracks every job with
-// ONE squeue per poll cycle (+ at most one sacct), ships the job's output files as log chunks, cancels with
-// scancel, and journals submissions so a restarted manager can re-attach to jobs still in Slurm.
+// The Slurm runner: renders each attempt into a job directory, submits it with sbatch (a burst of same-shaped
+// attempts as one job array), tracks every job with ONE squeue per poll cycle (+ at most one sacct), ships the
+// job's output files as log chunks, cancels with scancel, and journals submissions so a restarted manager can
+// re-attach to jobs still in Slurm.
 //
 // Restart protocol for the agent (same launch_dir), through the ResumableRunner part of the interface:
 //   1. construct the runner: it reads the journal (journaled(), listed as in_flight()) and compacts it;
@@ -36,6 +37,7 @@
 
 #include "runners/profile.hpp"
 #include "runners/runner.hpp"
+#include "runners/slurm/array_batcher.hpp"
 #include "runners/slurm/io_pool.hpp"
 #include "runners/slurm/journal.hpp"
 #include "runners/slurm/poll_pacer.hpp"
@@ -78,6 +80,11 @@ struct SlurmRunnerConfig {
   ProfileCatalog profiles;                           // approved training profiles (kind=training)
   bool profiles_only = false;                        // refuse kind=command jobs ([runners.process] allow_commands = false)
   int io_threads = 2;                                // threads for launch_dir I/O (shared filesystem)
+  // Most command attempts in one sbatch: attempts of the same shape (equal #SBATCH lines) that wait while an
+  // sbatch of that shape is in flight go together as the tasks of one job array, each task still its own
+  // attempt (own Slurm id "<array>_<i>", journal line, directory, output, cancel and final state). Capped by the
+  // cluster's MaxArraySize (read once from `scontrol show config`). 1: one sbatch per attempt.
+  std::size_t max_array_tasks = 1000;
   // Fault injection for tests: called (on an I/O thread) once a job directory has been created; an Error
   // fails the preparation there, as a failed write would.
   std::function<Result<void>(const std::filesystem::path& dir)> after_job_dir_created;
@@ -109,7 +116,9 @@ class SlurmRunner final : public Runner, public ResumableRunner {
 
   // Validates and renders `spec` (bad runConfig.slurm, argv, env or job id → `failed` naming what, nothing
   // submitted), submits it with `sbatch --parsable` under a Slurm-scrubbed environment (failure → `failed`
-  // with sbatch's stderr), journals it, reports `running` with the Slurm id, then tracks it: `pending` with
+  // with sbatch's stderr; a command attempt that waits for an sbatch of its shape goes with others as a task
+  // of one job array, Slurm id "<array>_<i>": see max_array_tasks), journals it, reports `running` with the
+  // Slurm id, then tracks it: `pending` with
   // Slurm's reason, `running`, output shipped through reporter.output, and returns the final update once
   // the output is flushed. More than max_jobs attempts at once, or a second attempt of a job already
   // running here, fail at once; so does a kind=command job on a profiles_only runner.
@@ -156,6 +165,9 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   // Number of attempts being tracked (submitted, not ended).
   std::size_t tracked() const { return tracker_.size(); }
 
+  // Number of attempts waiting for an sbatch of their shape (to go together as a job array).
+  std::size_t waiting_submissions() const { return batcher_.waiting(); }
+
   // "" while slurmctld answers; while the runner backs off from it, what failed and when it tries again.
   std::string trouble() const override { return trouble_; }
   void on_trouble_change(std::function<void()> changed) override { on_trouble_change_ = std::move(changed); }
@@ -174,7 +186,15 @@ class SlurmRunner final : public Runner, public ResumableRunner {
     std::vector<std::string> argv;  // sbatch and its arguments
     std::map<std::string, std::string> env;
     bool training = false;
+    std::optional<std::string> shape;  // its shared_directives, when it may be a task of a job array
   };
+  // A submitted attempt: its journal entry with the Slurm id, and whether that entry is on disk.
+  struct Sent {
+    JournalEntry entry;
+    Result<void> journaled;
+  };
+  // A submission waiting for its shape's submitter (submit_in_array); lives in its attempt's coroutine frame.
+  struct Waiting;
   using SbatchOptions = std::vector<nymph::slurm::SbatchOption>;
   Result<Submission> prepare_command(const JobSpec& spec, const SbatchOptions& options, bool& created) const;
   Result<Submission> prepare_training(const JobSpec& spec, const Profile& profile, const std::string& input,
@@ -183,7 +203,25 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   boost::asio::awaitable<std::string> cluster_of(const std::string& sbatch_out);
   boost::asio::awaitable<Result<Submission>> prepare(const JobSpec& spec, const Profile* profile, std::string input,
                                                      const SbatchOptions& options);
-  boost::asio::awaitable<Result<nymph::slurm::CommandResult>> submit(const Submission& s);
+  // sbatch for `s`, retried while slurmctld refuses it (rate limit); the first try without waiting for the RPC
+  // budget when `budget_spent`. `refused` (when given) is set when sbatch answered and said no: nothing was
+  // submitted (unlike a timeout, which may have submitted the job).
+  boost::asio::awaitable<Result<nymph::slurm::CommandResult>> submit(const Submission& s, bool budget_spent = false,
+                                                                     bool* refused = nullptr);
+  // One sbatch for `a` alone, then its journal line.
+  boost::asio::awaitable<Result<Sent>> submit_alone(const Attempt& a, const Submission& sub, bool budget_spent);
+  // Queues `sub` for its shape's submitter (submit_shape) and waits until it has been sent.
+  boost::asio::awaitable<Result<Sent>> submit_in_array(const Attempt& a, Submission sub);
+  // The submitter of one shape: while attempts of it wait, sends the oldest (up to the batch size) in one sbatch.
+  boost::asio::awaitable<void> submit_shape(std::string shape);
+  // One job array for `tasks` (two or more): the script, the sbatch, one journal write for all of them.
+  boost::asio::awaitable<void> submit_array(std::vector<Waiting*> tasks);
+  // After sbatch refused an array: the first task alone; refused too, every task fails with that; else the
+  // others one by one.
+  boost::asio::awaitable<void> submit_one_by_one(std::vector<Waiting*> tasks, const std::string& why);
+  // Reads MaxArraySize from `scontrol show config` once, and caps the batch size by it.
+  boost::asio::awaitable<void> read_array_cap();
+  static void sent(Waiting& w, Result<Sent> outcome);
   // For start() and attach(): sets `ended` to `u`, the final update of an attempt that is not tracked; nullptr.
   static Attempt* not_started(JobUpdate& ended, JobUpdate u) {
     ended = std::move(u);
@@ -249,6 +287,10 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   std::string trouble_;            // trouble(), as last announced
   std::function<void()> on_trouble_change_;
   std::optional<std::string> scontrol_cluster_;  // ClusterName, once asked
+  ArrayBatcher batcher_;
+  std::map<SubmissionTicket, Waiting*> waiting_;  // queued in batcher_, by ticket
+  SubmissionTicket next_ticket_ = 0;
+  bool array_cap_read_ = false;
   std::minstd_rand random_;
   IoPool io_;  // last: destroyed (joined) first, while everything its work touches still exists
 };

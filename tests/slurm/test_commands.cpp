@@ -9,10 +9,11 @@ using namespace nymph::slurm;
 using V = std::vector<std::string>;
 
 TEST(SlurmCommands, Tracking) {
-  // Final states included (-t all), with what identifies a job besides its id; sacct bounded by a start time.
+  // Final states included (-t all), each array task on its own line (-r, JobArrayID "<array>_<i>"), with what
+  // identifies a job besides its id; sacct bounded by a start time.
   EXPECT_EQ(squeue_jobs_argv("squeue", {"1", "2"}),
-            (V{"squeue", "--noheader", "-t", "all", "-O",
-               "JobID:|,State:|,Reason:|,exit_code:|,SubmitTime:|,StartTime:|,Cluster:|,Name:", "-j", "1,2"}));
+            (V{"squeue", "--noheader", "-t", "all", "-r", "-O",
+               "JobArrayID:|,State:|,Reason:|,exit_code:|,SubmitTime:|,StartTime:|,Cluster:|,Name:", "-j", "1,2"}));
   EXPECT_EQ(sacct_jobs_argv("sacct", {"3", "4"}, "2026-12-01T05:00:00"),
             (V{"sacct", "-X", "-n", "-P", "-o", "JobID,State,ExitCode,Submit,Cluster,JobName", "-S",
                "2026-12-01T05:00:00", "-j", "3,4"}));

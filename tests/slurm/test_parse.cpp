@@ -82,6 +82,18 @@ TEST(ParseSacctmgr, DefaultAccountIsTheFirstLine) {
   EXPECT_EQ(parse_default_account(""), "");
 }
 
+TEST(ParseSqueueJobs, ArrayTasksKeepTheirOwnIds) {
+  // squeue -t all -r -O kSqueueJobFormat on the lab: a pending task and a running one of array 2, a plain job.
+  auto r = parse_squeue_jobs("2_4|PENDING|Resources|0|1796102661|N/A|nymphlab|nymph-array-a-1\n"
+                             "2_0|RUNNING|None|0|1796102661|1796102662|nymphlab|nymph-array-a-1\n"
+                             "1|COMPLETED|None|0|1796102600|1796102601|nymphlab|nymph-b\n");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_EQ((*r)[0].job_id, "2_4");
+  EXPECT_EQ((*r)[1].job_id, "2_0");
+  EXPECT_EQ((*r)[2].job_id, "1");
+}
+
 TEST(ParseSqueueJobs, RowsAsCapturedOnTheLab) {
   // squeue -t all -O kSqueueJobFormat with SLURM_TIME_FORMAT=%s on Slurm 22.05 (a name may contain '|').
   auto r = parse_squeue_jobs("24|PENDING|JobHeldUser|0|1796102661|N/A|nymphlab|slurmhelper-held\n"
@@ -148,6 +160,14 @@ TEST(ParseSbatch, ClusterAndScontrolClusterName) {
   EXPECT_EQ(parse_sbatch_cluster("42\n"), "");
   EXPECT_EQ(parse_cluster_name("AuthType                = auth/munge\nClusterName             = nymphlab\n"), "nymphlab");
   EXPECT_EQ(parse_cluster_name("AuthType = auth/munge\n"), "");
+}
+
+TEST(ParseSbatch, ScontrolMaxArraySize) {
+  EXPECT_EQ(parse_max_array_size("MaxArraySize            = 1001\nMaxJobCount             = 10000\n"), 1001u);
+  EXPECT_EQ(parse_max_array_size("MaxArraySize = 0\n"), 0u) << "arrays disabled by the site";
+  EXPECT_EQ(parse_max_array_size("MaxJobCount = 10000\n"), std::nullopt);
+  EXPECT_EQ(parse_max_array_size("MaxArraySize = (null)\n"), std::nullopt);
+  EXPECT_EQ(parse_max_array_size("MaxArraySize = 99999999999999999999\n"), std::nullopt) << "not a size_t";
 }
 
 TEST(SlurmStates, Phases) {

@@ -16,6 +16,11 @@
 #include <string>
 #include <vector>
 
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include "runners/runner.hpp"
 #include "runners/slurm/script.hpp"
 #include "slurm/command_runner.hpp"
@@ -48,6 +53,20 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
   std::string cluster = "nymphlab";        // printed in squeue's and sacct's rows
   bool accounting = true;                  // false: sacct fails as on a cluster without slurmdbd
   int sbatch_refusals = 0;                 // refuse this many sbatch calls as rate limited first
+  // Job arrays: a script with #SBATCH --array=0-N and a `case` line per task (render_array_script) becomes the
+  // jobs "<id>_<i>", each with its task's directory. `max_array_size` is scontrol's MaxArraySize; sbatch refuses
+  // an array beyond it, and every array while `refuse_arrays`.
+  std::size_t max_array_size = 1001;
+  bool refuse_arrays = false;
+  std::vector<std::size_t> array_sizes;    // tasks of each array submitted, in order
+  std::vector<std::string> array_scripts;  // the text of each array script submitted (refused ones too)
+  // While `hold_sbatch`, each sbatch call waits (counted in sbatch_in_flight) until release_sbatch().
+  bool hold_sbatch = false;
+  int sbatch_in_flight = 0;
+  void release_sbatch() {
+    hold_sbatch = false;
+    for (auto* t : gates_) t->cancel();
+  }
 
   // slurmctld's per-user RPC rate limit as Slurm 23.02 does it (rl_enable): a bucket of `capacity` tokens that
   // refills `per_second` tokens a second (Slurm's defaults: 30 and 2). Each sbatch, squeue and scontrol call,
@@ -72,10 +91,42 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
                                                           std::chrono::milliseconds) override {
     calls.push_back(argv);
     envs.push_back(env);
+    if (argv[0] == "sbatch" && hold_sbatch) {
+      boost::asio::steady_timer gate(co_await boost::asio::this_coro::executor,
+                                     boost::asio::steady_timer::time_point::max());
+      gates_.push_back(&gate);
+      ++sbatch_in_flight;
+      while (hold_sbatch) {
+        boost::system::error_code ec;
+        co_await gate.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
+      }
+      --sbatch_in_flight;
+      std::erase(gates_, &gate);
+    }
     co_return answer(argv);
   }
 
  private:
+  std::vector<boost::asio::steady_timer*> gates_;
+
+  // The task directories of an array script ("  <i>) nymph_dir='<dir>' ;;" lines), or none for a plain script.
+  static std::vector<std::filesystem::path> array_tasks(const std::string& text) {
+    std::vector<std::filesystem::path> dirs;
+    if (text.find("#SBATCH --array=") == std::string::npos) return dirs;
+    std::size_t at = 0;
+    while ((at = text.find(") nymph_dir='", at)) != std::string::npos) {
+      auto start = at + 13;
+      auto end = text.find('\'', start);
+      dirs.emplace_back(text.substr(start, end - start));
+      at = end;
+    }
+    return dirs;
+  }
+
+  static std::string text_of(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
   static std::vector<std::string> ids_of(const std::string& list) {
     std::vector<std::string> ids;
     std::size_t pos = 0;
@@ -114,6 +165,11 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
       return CommandResult{1, "", "sbatch: error: Batch job submission failed: Rate limit exceeded\n"};
     }
     if (prog == "sbatch") {
+      const std::string script = text_of(argv.back());
+      const auto tasks = array_tasks(script);
+      if (!tasks.empty()) array_scripts.push_back(script);
+      if (!tasks.empty() && (refuse_arrays || tasks.size() > max_array_size))
+        return CommandResult{1, "", "sbatch: error: Batch job submission failed: Invalid job array specification\n"};
       if (!sbatch_answer || sbatch_answer->exit_code != 0) return sbatch_answer;
       std::string id = std::to_string(next_id++);
       auto dir = std::filesystem::path(argv.back()).parent_path();
@@ -121,6 +177,19 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
       for (const auto& a : argv)
         if (a.starts_with("--job-name=")) name = a.substr(11);
       if (name.empty()) name = name_in_script(argv.back());
+      const auto now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+      if (!tasks.empty()) {
+        array_sizes.push_back(tasks.size());
+        for (std::size_t i = 0; i < tasks.size(); ++i) {
+          FakeJob task = on_submit(tasks[i]);
+          task.dir = tasks[i];
+          task.name = name;
+          task.submit_time = now_s;
+          jobs[id + "_" + std::to_string(i)] = std::move(task);
+        }
+        return CommandResult{0, id + ";nymphlab\n", ""};
+      }
       FakeJob job = on_submit(dir);
       job.dir = dir;
       job.name = name;
@@ -169,6 +238,9 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
       }
       return CommandResult{0, "", ""};
     }
+    if (prog == "scontrol")
+      return CommandResult{0, "ClusterName             = " + cluster + "\nMaxArraySize            = " +
+                                  std::to_string(max_array_size) + "\n", ""};
     return nymph::fail("fake slurm: unexpected program " + prog);
   }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -38,7 +39,8 @@ struct SlurmRunnerFixture : ::testing::Test {
   // A runner on `ioc` whose Slurm commands go to `fake`.
   std::unique_ptr<runners::slurm::SlurmRunner> make_runner(runners::slurm::SlurmRunnerConfig c) {
     return std::make_unique<runners::slurm::SlurmRunner>(ioc.get_executor(), std::move(c),
-                                                         std::make_unique<Forward>(fake), null_logger());
+                                                         std::make_unique<Forward>(fake),
+                                                         std::getenv("NYMPH_TEST_LOG") ? make_logger("test", "debug", "") : null_logger());
   }
   // A command job `id` (lease "lease-<id>") running /bin/true.
   static runners::JobSpec spec(std::string id) {

@@ -156,6 +156,7 @@ TEST_F(RunnerTest, ManyJobsShareOneSqueuePerCycle) {
   auto c = config();
   c.poll_interval = 100ms;
   c.poll_jitter = 0;
+  c.max_array_tasks = 1;  // three plain Slurm ids (arrays: test_runner_arrays.cpp)
   auto runner = make_runner(c);
   Recorder ra, rb, rc;
   auto [a, b, c3] = run_coro(ioc, run_three(runner.get(), spec("a"), &ra, spec("b"), &rb, spec("c"), &rc), 10s);

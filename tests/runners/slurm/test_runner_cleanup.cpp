@@ -114,7 +114,7 @@ TEST_F(CleanupTest, IdentityIsJournaledAndTheCommandsAskForIt) {
     EXPECT_EQ(fake.envs[i]->at("SLURM_TIME_FORMAT"), "%s") << "times as epoch seconds";
     if (call[0] == "squeue") {
       ++squeues;
-      EXPECT_EQ(call, (std::vector<std::string>{"squeue", "--noheader", "-t", "all", "-O",
+      EXPECT_EQ(call, (std::vector<std::string>{"squeue", "--noheader", "-t", "all", "-r", "-O",
                                                 std::string(nymph::slurm::kSqueueJobFormat), "-j", "1000"}));
     } else {
       ++saccts;

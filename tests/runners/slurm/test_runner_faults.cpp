@@ -66,8 +66,8 @@ TEST_F(FaultTest, APreparationFailureAfterTheDirectoryExistsLeavesNothing) {
   runner.reset();
   std::set<std::string> left;
   for (const auto& e : fs::directory_iterator(launch)) left.insert(e.path().filename().string());
-  EXPECT_EQ(left, (std::set<std::string>{std::string(kJournalFile), std::string(kExitRecordDir)}))
-      << "only the journal and the (empty) exit-record directory are left in launch_dir";
+  EXPECT_EQ(left, (std::set<std::string>{std::string(kJournalFile), std::string(kExitRecordDir), std::string(kArrayScriptDir)}))
+      << "only the journal and the (empty) exit-record and array-script directories are left in launch_dir";
   EXPECT_TRUE(fs::is_empty(launch / kExitRecordDir));
 }
 

@@ -14,6 +14,10 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "common/logging.hpp"
 #include "runners/slurm/slurm_runner.hpp"
@@ -30,6 +34,18 @@ using namespace nymph::runners::slurm;
 using namespace nymph::slurm;
 using namespace std::chrono_literals;
 
+// While `holding`, each sbatch call waits (counted in `in_flight`) before it runs, until open(): a test decides
+// what the runner has queued by the time Slurm is asked.
+struct SbatchGate {
+  bool holding = false;
+  int in_flight = 0;
+  std::vector<asio::steady_timer*> timers;
+  void open() {
+    holding = false;
+    for (auto* t : timers) t->cancel();
+  }
+};
+
 // The real ChildCommandRunner, recording every call and its result so tests can check what reached Slurm.
 struct RecordingCommands : CommandRunner {
   struct Call {
@@ -37,10 +53,22 @@ struct RecordingCommands : CommandRunner {
     Result<CommandResult> result;
   };
   std::shared_ptr<std::vector<Call>> calls = std::make_shared<std::vector<Call>>();
+  std::shared_ptr<SbatchGate> gate = std::make_shared<SbatchGate>();
   ChildCommandRunner real;
   asio::awaitable<Result<CommandResult>> run(std::vector<std::string> argv,
                                              std::optional<std::map<std::string, std::string>> env,
                                              std::chrono::milliseconds timeout) override {
+    if (argv[0] == "sbatch" && gate->holding) {
+      asio::steady_timer t(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+      gate->timers.push_back(&t);
+      ++gate->in_flight;
+      while (gate->holding) {
+        boost::system::error_code ec;
+        co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
+      --gate->in_flight;
+      std::erase(gate->timers, &t);
+    }
     auto copy = argv;
     auto r = co_await real.run(std::move(argv), std::move(env), timeout);
     calls->push_back({std::move(copy), r});
@@ -75,6 +103,7 @@ struct Lab {
   asio::io_context ioc;
   fs::path launch;
   std::shared_ptr<std::vector<RecordingCommands::Call>> calls;
+  std::shared_ptr<SbatchGate> gate;
   std::unique_ptr<SlurmRunner> runner;
 
   explicit Lab(const std::string& name, std::function<void(SlurmRunnerConfig&)> tweak = {}) {
@@ -93,6 +122,7 @@ struct Lab {
     if (tweak) tweak(c);
     auto commands = std::make_unique<RecordingCommands>();
     calls = commands->calls;
+    gate = commands->gate;
     runner = std::make_unique<SlurmRunner>(ioc.get_executor(), c, std::move(commands), nymph::null_logger());
   }
   ~Lab() {

@@ -2,8 +2,12 @@
 // two CPUs, so ctest runs them one at a time (RESOURCE_LOCK); the slow ones live in
 // test_slurm_runner_slow.cpp and run alongside.
 #include <fstream>
+#include <set>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "slurm/listing.hpp"
 #include "tests/slurm/lab/lab_runner_support.hpp"
@@ -218,6 +222,83 @@ TEST(SlurmRunnerLab, ManagerDiesMidJobAndANewRunnerResumesFromTheJournal) {
   lab.runner = std::make_unique<SlurmRunner>(lab.ioc.get_executor(), config(), std::make_unique<ChildCommandRunner>(),
                                              nymph::null_logger());
   EXPECT_TRUE(lab.runner->in_flight().empty());
+}
+
+// Eight attempts: the first one's sbatch is held open while the other seven come and wait for it. They go to
+// Slurm as one job array, and each task is its own job: its own id, output and final state in squeue and sacct,
+// and scancel of one task ends that task alone.
+asio::awaitable<std::vector<JobUpdate>> run_array_burst(Lab* lab, std::vector<JobSpec> specs, std::vector<Recorder>* recs,
+                                                        std::size_t cancelled) {
+  auto ex = co_await asio::this_coro::executor;
+  std::vector<std::optional<JobUpdate>> ended(specs.size());
+  std::size_t done = 0;
+  auto start = [&](std::size_t i) {
+    asio::co_spawn(ex, lab->runner->run(specs[i], (*recs)[i]), [&ended, &done, i](std::exception_ptr e, JobUpdate u) {
+      if (e) std::rethrow_exception(e);
+      ended[i] = std::move(u);
+      ++done;
+    });
+  };
+  asio::steady_timer tick(ex);
+  boost::system::error_code ec;
+  auto wait_until = [&](auto&& condition) -> asio::awaitable<void> {
+    while (!condition()) {
+      tick.expires_after(20ms);
+      co_await tick.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+  };
+  lab->gate->holding = true;
+  start(0);
+  co_await wait_until([&] { return lab->gate->in_flight == 1; });
+  for (std::size_t i = 1; i < specs.size(); ++i) start(i);
+  co_await wait_until([&] { return lab->runner->waiting_submissions() == specs.size() - 1; });
+  lab->gate->open();
+  // The long task is cancelled once it has printed, so it is RUNNING as its siblings are.
+  co_await wait_until([&] { return (*recs)[cancelled].out.find("task") != std::string::npos; });
+  lab->runner->stop(specs[cancelled].job_id, StopReason::user_cancel);
+  co_await wait_until([&] { return done == specs.size(); });
+  std::vector<JobUpdate> out;
+  for (auto& u : ended) out.push_back(std::move(*u));
+  co_return out;
+}
+
+TEST(SlurmRunnerLab, ABurstGoesAsOneJobArrayAndEachTaskIsItsOwnJob) {
+  Lab lab("arrays");
+  constexpr std::size_t kJobs = 8, kCancelled = 3;
+  std::vector<JobSpec> specs;
+  for (std::size_t i = 0; i < kJobs; ++i)
+    specs.push_back(spec("array" + std::to_string(i),
+                         {"/bin/sh", "-c", "echo task $0; sleep $1", std::to_string(i), i == kCancelled ? "300" : "1"}));
+  std::vector<Recorder> recs(kJobs);
+  auto ended = run_coro(lab.ioc, run_array_burst(&lab, specs, &recs, kCancelled), 180s);
+
+  EXPECT_EQ(lab.count("sbatch"), 2) << "the first alone, the seven that waited for it as one array";
+  std::set<std::string> ids;
+  const std::string array_id = ended[1].slurm_job_id.value_or("").substr(0, ended[1].slurm_job_id.value_or("").find('_'));
+  for (const auto& u : ended) ids.insert(u.slurm_job_id.value_or(""));
+  std::set<std::string> expected{ended[0].slurm_job_id.value_or("")};
+  for (std::size_t k = 0; k < kJobs - 1; ++k) expected.insert(array_id + "_" + std::to_string(k));
+  EXPECT_EQ(ids, expected) << "the first alone, and seven tasks of one array (in the order the I/O threads prepared them)";
+  EXPECT_EQ(ended[0].slurm_job_id.value_or("_").find('_'), std::string::npos);
+  for (std::size_t i = 0; i < kJobs; ++i) {
+    ASSERT_TRUE(ended[i].slurm_job_id) << i;
+    const std::string& id = *ended[i].slurm_job_id;
+    EXPECT_EQ(recs[i].out, "task " + std::to_string(i) + "\n") << id << ": its own output";
+    if (i == kCancelled) {
+      EXPECT_EQ(ended[i].state, JobState::cancelled) << ended[i].message;
+      EXPECT_TRUE(sacct_fields(id, "State").starts_with("CANCELLED")) << sacct_fields(id, "State");
+    } else {
+      EXPECT_EQ(ended[i].state, JobState::succeeded) << id << ": " << ended[i].message;
+      EXPECT_EQ(sacct_fields_settled(id, "State,ExitCode", "COMPLETED|0:0"), "COMPLETED|0:0") << id;
+    }
+  }
+  int scancelled = 0;
+  for (const auto& call : *lab.calls) {
+    if (call.argv[0] != "scancel") continue;
+    ++scancelled;
+    EXPECT_EQ(call.argv, (std::vector<std::string>{"scancel", *ended[kCancelled].slurm_job_id})) << "the task alone";
+  }
+  EXPECT_EQ(scancelled, 1);
 }
 
 TEST(SlurmRunnerLab, ListingShowsOurHeldJob) {
