@@ -5,7 +5,8 @@
 //   - hands the N jobs to a SlurmRunner through resume() (the restart path: the same tracking as after run()'s
 //     sbatch) with a fixed 2 s cycle and reads `sdiag` around each of 3 cycles after a warm-up one: RPCs per
 //     cycle by type, agent CPU per cycle (getrusage of this process: squeue's own CPU is not in it), and RSS
-//     per tracked job (the growth over the RSS before the runner existed, divided by N);
+//     per tracked job (the growth over the RSS before the runner existed, divided by N), once with the runner's
+//     malloc_trim after each cycle turned off (the baseline) and once with it, each in a child process;
 //   - hands them to a runner with the agent's defaults and submits NYMPH_BENCH_SAMPLE (20) /bin/true jobs
 //     through run() beside them: end -> final event p50/p99, from each exit record's appearance (inotify) to
 //     run() returning; with NYMPH_BENCH_IDLE_S=S, then slurmctld RPCs per minute by type over S s of quiet.
@@ -15,6 +16,7 @@
 #include <poll.h>
 #include <sys/inotify.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -320,9 +322,12 @@ void with_defaults(const std::vector<std::string>& ids, int sample, int idle_s, 
   detach_held(ioc, runner, ids.size(), "held");
 }
 
+void track_fixed(const std::vector<std::string>& ids, int n, int cycles, bool trim, const std::filesystem::path& base);
+
 // One N: submits N held jobs one sbatch each (timed, RPCs by type), and for comparison one array of N held tasks;
 // tracks the N jobs with a fixed 2 s cycle for `cycles` cycles (RPCs per cycle by type, agent CPU per cycle, RSS
-// per tracked job), then with the agent's defaults (with_defaults).
+// per tracked job: track_fixed, without then with the runner's malloc_trim), then with the agent's defaults
+// (with_defaults).
 void bench(int n, int cycles, int sample, int idle_s, const std::filesystem::path& base) {
   auto rpcs_before = rpc_counts();
   auto t0 = std::chrono::steady_clock::now();
@@ -344,12 +349,35 @@ void bench(int n, int cycles, int sample, int idle_s, const std::filesystem::pat
               array_s, total_of(array_rpcs), by_type_text(array_rpcs, 1).c_str());
   std::fflush(stdout);
 
+  // Each in a child process of its own, from the same heap: neither reuses what the other freed.
+  for (bool trim : {false, true}) {
+    std::fflush(stdout);
+    const pid_t child = ::fork();
+    if (child < 0) throw std::runtime_error("fork failed");
+    if (child == 0) {
+      track_fixed(ids, n, cycles, trim, base);
+      std::fflush(stdout);
+      ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("the tracking run failed");
+  }
+  with_defaults(ids, sample, idle_s, base / ("defaults-" + std::to_string(n)));
+  cancel_all(ids);
+}
+
+// Tracks the held jobs `ids` with a fixed 2 s cycle for `cycles` cycles: RPCs per cycle by type, agent CPU per
+// cycle, RSS and heap per tracked job. `trim` false turns the runner's malloc_trim after each cycle off (the
+// baseline of the same run).
+void track_fixed(const std::vector<std::string>& ids, int n, int cycles, bool trim, const std::filesystem::path& base) {
   const long rss_before = rss_kib();
   const long heap_before = heap_in_use();
   {
     asio::io_context ioc;
     SlurmRunnerConfig c;
-    c.launch_dir = base / ("n" + std::to_string(n));
+    c.launch_dir = base / ("n" + std::to_string(n) + (trim ? "-trim" : ""));
+    c.trim_from_tracked_jobs = trim ? 1000 : 0;
     c.poll_interval = 2s;
     c.poll_jitter = 0;
     c.max_jobs = n;
@@ -373,17 +401,15 @@ void bench(int n, int cycles, int sample, int idle_s, const std::filesystem::pat
     const double cpu_ms = (cpu_seconds() - cpu_before) * 1000 / cycles;
     const long rss = rss_kib();
     const long heap = heap_in_use();
-    std::printf("  tracking, fixed 2 s cycle: tracked %zu, slurmctld RPCs/cycle %.1f (%s), squeue/cycle %.1f, "
+    std::printf("  tracking, fixed 2 s cycle, malloc_trim %s: tracked %zu, slurmctld RPCs/cycle %.1f (%s), squeue/cycle %.1f, "
                 "agent CPU/cycle %.1f ms, RSS %ld KiB (+%ld KiB: %.0f bytes per tracked job; heap in use +%.0f "
                 "bytes per tracked job)\n",
-                runner.tracked(), double(total_of(by_type)) / cycles, by_type_text(by_type, cycles).c_str(),
+                trim ? "from 1000 jobs (default)" : "off (baseline)", runner.tracked(), double(total_of(by_type)) / cycles, by_type_text(by_type, cycles).c_str(),
                 double(cmds.squeue_calls - squeue_before) / cycles, cpu_ms, rss, rss - rss_before,
                 double(rss - rss_before) * 1024 / n, double(heap - heap_before) / n);
     std::fflush(stdout);
     detach_held(ioc, runner, ids.size(), "bench");
   }
-  with_defaults(ids, sample, idle_s, base / ("defaults-" + std::to_string(n)));
-  cancel_all(ids);
 }
 
 // slurmctld RPCs per minute (sdiag, all message types but sdiag's own) while a runner tracks the held jobs `ids`
@@ -453,6 +479,7 @@ SubmitFigures submit_through_run(int n, std::size_t max_array_tasks, int budget,
   CountingCommands& cmds = *counting;
   SlurmRunner runner(ioc.get_executor(), c, std::move(counting), nymph::null_logger());
   std::vector<SubmitReporter> reporters(static_cast<std::size_t>(n));
+  std::vector<std::string> failures;  // attempts that ended before they were submitted
   auto before = rpc_counts();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i) {
@@ -460,12 +487,17 @@ SubmitFigures submit_through_run(int n, std::size_t max_array_tasks, int budget,
     spec.job_id = "burst-" + std::to_string(i);
     spec.lease_id = "lease";
     spec.argv = {"/bin/sleep", "600"};
-    asio::co_spawn(ioc, runner.run(spec, reporters[static_cast<std::size_t>(i)]), rethrow_error);
+    auto& reporter = reporters[static_cast<std::size_t>(i)];
+    asio::co_spawn(ioc, runner.run(spec, reporter), [&failures, &reporter, job = spec.job_id](std::exception_ptr e, JobUpdate u) {
+      if (e) std::rethrow_exception(e);
+      if (reporter.slurm_ids.empty()) failures.push_back(job + ": " + std::string(to_string(u.state)) + " " + u.message);
+    });
   }
   auto submitted = [&] {
     return std::all_of(reporters.begin(), reporters.end(), [](const auto& r) { return !r.slurm_ids.empty(); });
   };
-  run_until(ioc, submitted, 3600s);
+  run_until(ioc, [&] { return !failures.empty() || submitted(); }, 3600s);
+  if (!failures.empty()) throw std::runtime_error(std::to_string(failures.size()) + " not submitted, e.g. " + failures[0]);
   SubmitFigures f;
   f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto d = diff(before, rpc_counts());
@@ -480,22 +512,37 @@ SubmitFigures submit_through_run(int n, std::size_t max_array_tasks, int budget,
   return f;
 }
 
-// For each N: submit_through_run one sbatch per job (the baseline), then with job arrays, both without an RPC
-// budget, then with arrays under the agent's default budget of 60 RPCs a minute.
+// For each N: N sbatch calls one after another (the baseline: the fastest one sbatch per job goes, as
+// submit_held does), then N jobs through the runner's run() with job arrays, without an RPC budget and under the
+// agent's default of 60 RPCs a minute, and for N <= 100 one sbatch per job through run() under that budget
+// (beyond, that budget alone makes it N seconds or more). Without a budget the runner would start all N sbatch
+// calls at once, so one sbatch per job through run() is not measured unbudgeted.
 void submit_bench(const std::vector<int>& sizes, const std::filesystem::path& base) {
   for (int n : sizes) {
-    auto one_each = submit_through_run(n, 1, 0, base / ("one-" + std::to_string(n)));
-    auto arrays = submit_through_run(n, 1000, 0, base / ("arrays-" + std::to_string(n)));
-    auto budgeted = submit_through_run(n, 1000, 60, base / ("budget-" + std::to_string(n)));
+    SubmitFigures one_each;
+    auto before = rpc_counts();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto held = submit_held(n);
+    one_each.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto d = diff(before, rpc_counts());
+    one_each.sbatch_calls = n;
+    one_each.submit_rpcs = d.count("REQUEST_SUBMIT_BATCH_JOB") ? d.at("REQUEST_SUBMIT_BATCH_JOB") : 0;
+    one_each.all_rpcs = total_of(d);
+    cancel_all(held);
     auto line = [n](const char* what, const SubmitFigures& f, const SubmitFigures& baseline) {
-      std::printf("N=%-5d %-34s %6.2f s (%.3f x baseline)  sbatch calls %5d (%.4f x)  submit RPCs %5ld  all RPCs %5ld\n",
+      std::printf("N=%-5d %-44s %7.2f s (%.3f x baseline)  sbatch calls %5d (%.4f x)  submit RPCs %5ld  all RPCs %5ld\n",
                   n, what, f.seconds, f.seconds / baseline.seconds, f.sbatch_calls,
                   double(f.sbatch_calls) / baseline.sbatch_calls, f.submit_rpcs, f.all_rpcs);
+      std::fflush(stdout);
     };
-    line("one sbatch per job (baseline)", one_each, one_each);
-    line("job arrays, no RPC budget", arrays, one_each);
-    line("job arrays, budget 60 RPCs/min", budgeted, one_each);
-    std::fflush(stdout);
+    line("N sbatch calls in a row (baseline)", one_each, one_each);
+    line("run(), job arrays, no RPC budget", submit_through_run(n, 1000, 0, base / ("arrays-" + std::to_string(n))),
+         one_each);
+    line("run(), job arrays, budget 60 RPCs/min", submit_through_run(n, 1000, 60, base / ("budget-" + std::to_string(n))),
+         one_each);
+    if (n <= 100)
+      line("run(), one sbatch per job, budget 60 RPCs/min",
+           submit_through_run(n, 1, 60, base / ("one-" + std::to_string(n))), one_each);
   }
 }
 

@@ -85,6 +85,9 @@ struct SlurmRunnerConfig {
   // attempt (own Slurm id "<array>_<i>", journal line, directory, output, cancel and final state). Capped by the
   // cluster's MaxArraySize (read once from `scontrol show config`). 1: one sbatch per attempt.
   std::size_t max_array_tasks = 1000;
+  // From this many tracked jobs on, each poll cycle ends by handing the memory freed in it back to the system
+  // (malloc_trim: the cycle's squeue rows and sacct records, and what the start-up burst left). 0: never.
+  std::size_t trim_from_tracked_jobs = 1000;
   // Fault injection for tests: called (on an I/O thread) once a job directory has been created; an Error
   // fails the preparation there, as a failed write would.
   std::function<Result<void>(const std::filesystem::path& dir)> after_job_dir_created;
