@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -98,9 +99,7 @@ class ManagerHandover : public ::testing::Test {
     if (list.contains("launches"))
       for (const auto& l : list["launches"].as_array())
         if (l.at("state") == "running") nymph({"kill", std::string(l.at("launchId").as_string()), "--timeout", "30"});
-    std::string names;
-    for (const auto& id : jobs_) names += (names.empty() ? "" : ",") + std::string("nymph-") + id;
-    if (!names.empty()) run_command({"scancel", "--name=" + names});
+    if (!jobs_.empty()) run_command({"scancel", "--name=" + slurm_names()});
     ::setenv("HOME", old_home_.c_str(), 1);
   }
 
@@ -197,34 +196,53 @@ class ManagerHandover : public ::testing::Test {
     }
   }
 
-  // Slurm's own account of this test's jobs: one record per job name (never a second copy) and none CANCELLED.
-  void expect_slurm_ran_each_once() {
+  // The Slurm job names this test's jobs can have: nymph-<id> when submitted alone, nymph-array-<id>-<attempt>
+  // for a job array whose first task is one of them (a job submitted while another's sbatch was in flight).
+  std::string slurm_names() const {
     std::string names;
-    for (const auto& id : jobs_) names += (names.empty() ? "" : ",") + std::string("nymph-") + id;
-    std::map<std::string, std::vector<std::string>> states;  // name -> states
+    for (const auto& id : jobs_)
+      for (const std::string& n : {"nymph-" + id, "nymph-array-" + id + "-1", "nymph-array-" + id + "-2"})
+        names += (names.empty() ? "" : ",") + n;
+    return names;
+  }
+
+  // Slurm's own account of this test's jobs: exactly one record for each job, the one of the Slurm id its attempt
+  // carries (never a second copy, whether alone or as an array task), COMPLETED and never CANCELLED.
+  void expect_slurm_ran_each_once() {
+    std::set<std::string> expected;
+    for (const auto& id : jobs_) {
+      auto j = job(cp_, id);
+      if (auto* a = j.if_contains("attempts"); a && a->is_array() && !a->as_array().empty())
+        expected.insert(field(a->as_array().back().as_object(), "slurmJobId"));
+    }
+    EXPECT_EQ(expected.size(), jobs_.size()) << "each job's attempt carries a Slurm id of its own";
+    std::map<std::string, std::vector<std::string>> states;  // Slurm id -> states of its records
     eventually(
         [&] {
           states.clear();
-          auto r = run_command({"sacct", "-X", "-n", "-P", "-o", "JobName,State", "--name=" + names, "-S",
+          auto r = run_command({"sacct", "-X", "-n", "-P", "-o", "JobID,State", "--name=" + slurm_names(), "-S",
                                 "now-1hours"});
           std::istringstream in(r.out);
           for (std::string line; std::getline(in, line);) {
             auto bar = line.find('|');
             if (bar != std::string::npos) states[line.substr(0, bar)].push_back(line.substr(bar + 1));
           }
-          for (const auto& id : jobs_) {
-            auto it = states.find("nymph-" + id);
+          for (const auto& id : expected) {
+            auto it = states.find(id);
             if (it == states.end() || it->second.empty() || it->second.back() != "COMPLETED") return false;
           }
           return true;
         },
         30s);
-    for (const auto& id : jobs_) {
-      const auto& s = states["nymph-" + id];
-      EXPECT_EQ(s.size(), 1u) << "nymph-" << id << " was submitted " << s.size() << " times";
-      for (const auto& st : s) EXPECT_EQ(st.find("CANCELLED"), std::string::npos) << "nymph-" << id << ": " << st;
+    std::set<std::string> recorded;
+    for (const auto& [id, s] : states) recorded.insert(id);
+    EXPECT_EQ(recorded, expected) << "Slurm ran exactly the jobs the control plane heard of, no second copy";
+    for (const auto& id : expected) {
+      const auto& s = states[id];
+      EXPECT_EQ(s.size(), 1u) << "Slurm job " << id << " has " << s.size() << " records";
+      for (const auto& st : s) EXPECT_EQ(st.find("CANCELLED"), std::string::npos) << id << ": " << st;
       if (!s.empty()) {
-        EXPECT_EQ(s.back(), "COMPLETED") << "nymph-" << id;
+        EXPECT_EQ(s.back(), "COMPLETED") << id;
       }
     }
   }
