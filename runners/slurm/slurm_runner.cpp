@@ -354,6 +354,7 @@ asio::awaitable<void> SlurmRunner::submit_array(std::vector<Waiting*> tasks) {
   const JournalEntry& first = tasks.front()->attempt->entry;
   const std::string name = array_job_name(first.job_id, first.attempt);
   std::vector<std::string> dirs;
+  dirs.reserve(tasks.size());
   for (const Waiting* w : tasks) dirs.push_back(w->attempt->entry.dir);
   auto script = render_array_script(name, config_.launch_dir, tasks.front()->sub.shape.value_or(""), dirs);
   if (!script) {

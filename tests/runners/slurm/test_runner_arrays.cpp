@@ -125,9 +125,9 @@ struct ArrayTest : nymph::test::SlurmRunnerFixture {
       return j;
     };
   }
-  static JobSpec spec_in(std::string id, std::string partition) {
+  static JobSpec spec_in(std::string id, const std::string& partition) {
     JobSpec s = spec(std::move(id));
-    s.slurm_options["partition"] = std::move(partition);
+    s.slurm_options["partition"] = partition;
     return s;
   }
 };
