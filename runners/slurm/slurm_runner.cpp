@@ -287,6 +287,7 @@ asio::awaitable<std::optional<JobUpdate>> SlurmRunner::submit_and_track(Attempt&
   co_return std::nullopt;
 }
 
+NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 asio::awaitable<Result<SlurmRunner::Sent>> SlurmRunner::submit_alone(const Attempt& a, const Submission& sub,
                                                                       bool budget_spent) {
   // Slurm stamps its submit time while sbatch runs: now is a lower bound of it (part of the job's identity).
@@ -304,6 +305,8 @@ asio::awaitable<Result<SlurmRunner::Sent>> SlurmRunner::submit_alone(const Attem
   sent.journaled = co_await io_.run_ordered(std::move(append));
   co_return sent;
 }
+
+NYMPH_GCC_PR109224_END
 
 struct SlurmRunner::Waiting {
   Waiting(asio::any_io_executor ex, const Attempt& a, Submission s) : attempt(&a), sub(std::move(s)), done(ex) {}
