@@ -546,6 +546,16 @@ void submit_bench(const std::vector<int>& sizes, const std::filesystem::path& ba
   }
 }
 
+// The bench's arguments: the working directory (argv[1], else the lab's), and the N to run (argv[2...]; replacing
+// `sizes`, the mode's defaults, when given).
+std::filesystem::path read_arguments(int argc, char** argv, std::vector<int>& sizes) {
+  if (argc > 2) {
+    sizes.clear();
+    for (int i = 2; i < argc; ++i) sizes.push_back(std::stoi(argv[i]));
+  }
+  return argc > 1 ? argv[1] : "/var/lib/nymph-slurm-lab/jobs/nymph-bench";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -553,11 +563,7 @@ int main(int argc, char** argv) {
   // run(), one sbatch per job against job arrays (submit_bench).
   if (std::getenv("NYMPH_BENCH_SUBMIT")) {
     std::vector<int> sizes{1, 100, 1000, 10000};
-    std::filesystem::path base = argc > 1 ? argv[1] : "/var/lib/nymph-slurm-lab/jobs/nymph-bench";
-    if (argc > 2) {
-      sizes.clear();
-      for (int i = 2; i < argc; ++i) sizes.push_back(std::stoi(argv[i]));
-    }
+    const auto base = read_arguments(argc, argv, sizes);
     std::filesystem::remove_all(base);
     std::printf("Submitting N jobs through SlurmRunner::run() at once (slurmctld RPCs from sdiag); load %s",
                 run_text("cat /proc/loadavg").c_str());
@@ -569,11 +575,7 @@ int main(int argc, char** argv) {
   // nothing changing, fixed cycle then adaptive, for each N (the held jobs are shared by both runs).
   if (const char* idle = std::getenv("NYMPH_BENCH_FIXED_VS_ADAPTIVE_S")) {
     std::vector<int> sizes{100, 1000};
-    std::filesystem::path base = argc > 1 ? argv[1] : "/var/lib/nymph-slurm-lab/jobs/nymph-bench";
-    if (argc > 2) {
-      sizes.clear();
-      for (int i = 2; i < argc; ++i) sizes.push_back(std::stoi(argv[i]));
-    }
+    const auto base = read_arguments(argc, argv, sizes);
     std::filesystem::remove_all(base);
     std::printf("slurmctld RPCs per minute with nothing changing (sdiag, its own calls excluded); load %s",
                 run_text("cat /proc/loadavg").c_str());
@@ -594,11 +596,7 @@ int main(int argc, char** argv) {
   };
   const int sample = env_int("NYMPH_BENCH_SAMPLE", 20);
   const int idle_s = env_int("NYMPH_BENCH_IDLE_S", 0);
-  std::filesystem::path base = argc > 1 ? argv[1] : "/var/lib/nymph-slurm-lab/jobs/nymph-bench";
-  if (argc > 2) {
-    sizes.clear();
-    for (int i = 2; i < argc; ++i) sizes.push_back(std::stoi(argv[i]));
-  }
+  const auto base = read_arguments(argc, argv, sizes);
   std::filesystem::remove_all(base);
   std::printf("The Slurm runner with N tracked jobs (slurmctld RPCs from sdiag by message type, sdiag's own calls "
               "excluded); load %s", run_text("cat /proc/loadavg").c_str());
