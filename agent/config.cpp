@@ -300,6 +300,7 @@ void read_slurm(TableReader& r, SlurmSection& s) {
   r.path("launch_dir", s.launch_dir);
   r.integer("max_jobs", s.max_jobs, 1, 100'000);
   r.integer("max_array_tasks", s.max_array_tasks, 1, 1'000'000);
+  r.integer("max_concurrent_commands", s.max_concurrent_commands, 1, 256);
   r.duration("max_poll_duration", s.max_poll_duration);
   r.duration("max_queue_duration", s.max_queue_duration);
   r.duration("command_timeout", s.command_timeout);

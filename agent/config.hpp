@@ -59,6 +59,7 @@ struct SlurmSection {
   std::filesystem::path launch_dir;      // default: <manager state_dir>/slurm (inside an allocation: the working directory)
   int max_jobs = 100;
   int max_array_tasks = 1000;              // most attempts of one shape in one sbatch (a job array); 1: one each
+  int max_concurrent_commands = 4;         // Slurm commands (sbatch, squeue, ...) running at once
   milliseconds max_poll_duration{24 * 3'600'000};
   milliseconds max_queue_duration{7 * 24 * 3'600'000};
   milliseconds command_timeout{30'000};

@@ -248,6 +248,7 @@ std::unique_ptr<runners::slurm::SlurmRunner> make_slurm_runner(asio::any_io_exec
   sc.launch_dir = c.slurm.launch_dir.empty() ? default_launch_dir : fs::absolute(c.slurm.launch_dir);
   sc.max_jobs = c.slurm.max_jobs;
   sc.max_array_tasks = static_cast<std::size_t>(c.slurm.max_array_tasks);
+  sc.max_concurrent_commands = static_cast<std::size_t>(c.slurm.max_concurrent_commands);
   sc.max_poll_duration = c.slurm.max_poll_duration;
   sc.max_queue_duration = c.slurm.max_queue_duration;
   sc.command_timeout = c.slurm.command_timeout;

@@ -136,6 +136,7 @@ SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig confi
     : executor_(std::move(executor)),
       config_(std::move(config)),
       commands_(std::move(commands)),
+      command_slots_(config_.max_concurrent_commands),
       log_(std::move(logger)),
       tracker_(TrackerConfig{config_.max_poll_duration, config_.cancel_grace, config_.lost_after_cycles,
                              config_.max_queue_duration}),
@@ -177,10 +178,7 @@ NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 // Its frame holds little on purpose (GCC keeps every local and temporary of a coroutine in its frame): the job's
 // inputs stay on the heap until start() or attach() has used them.
 asio::awaitable<JobUpdate> SlurmRunner::track(std::unique_ptr<Origin> origin, JobReporter& reporter, OutputOffsets from) {
-  Attempt* tracked = nullptr;
-  JobUpdate& ended = origin->ended;
-  if (auto* spec = std::get_if<JobSpec>(&origin->what)) tracked = co_await start(std::move(*spec), reporter, ended);
-  else tracked = co_await attach(std::get<JournalEntry>(std::move(origin->what)), reporter, from, ended);
+  Attempt* tracked = co_await begin(*origin, reporter, from);
   if (!tracked) co_return std::move(origin->ended);
   origin.reset();
   Attempt& a = *tracked;
@@ -197,6 +195,13 @@ asio::awaitable<JobUpdate> SlurmRunner::track(std::unique_ptr<Origin> origin, Jo
     co_await a.wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
   co_return co_await finish_following(a);
+}
+
+// Not a coroutine: the JobSpec or JournalEntry goes straight into start()'s or attach()'s frame. Passed by value
+// inside track(), it would be a temporary of track()'s own frame (GCC keeps it there for the job's whole life).
+asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::begin(Origin& origin, JobReporter& reporter, OutputOffsets from) {
+  if (auto* spec = std::get_if<JobSpec>(&origin.what)) return start(std::move(*spec), reporter, origin.ended);
+  return attach(std::get<JournalEntry>(std::move(origin.what)), reporter, from, origin.ended);
 }
 
 asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::start(JobSpec spec, JobReporter& reporter, JobUpdate& ended) {
@@ -371,11 +376,7 @@ asio::awaitable<void> SlurmRunner::submit_array(std::vector<Waiting*> tasks) {
   if (auto w = co_await io_.run(std::move(write)); !w) {
     log_->warn("slurm: cannot write the array script {}: {}; submitting its {} attempts one by one", path.string(),
                w.error().message, tasks.size());
-    for (Waiting* t : tasks) {
-      auto outcome = co_await submit_alone(*t->attempt, t->sub, false);
-      sent(*t, std::move(outcome));
-    }
-    co_return;
+    co_return co_await submit_each(tasks, 0);
   }
   const Submission array{config_.launch_dir, cli::sbatch_file_argv(config_.sbatch, path.string()),
                          cli::scrubbed_environment(), false, {}};
@@ -417,7 +418,11 @@ asio::awaitable<void> SlurmRunner::submit_one_by_one(std::vector<Waiting*> tasks
     co_return;
   }
   sent(*tasks.front(), std::move(first));
-  for (std::size_t i = 1; i < tasks.size(); ++i) {
+  co_await submit_each(tasks, 1);
+}
+
+asio::awaitable<void> SlurmRunner::submit_each(const std::vector<Waiting*>& tasks, std::size_t from) {
+  for (std::size_t i = from; i < tasks.size(); ++i) {
     auto outcome = co_await submit_alone(*tasks[i]->attempt, tasks[i]->sub, false);
     sent(*tasks[i], std::move(outcome));
   }
@@ -524,7 +529,7 @@ asio::awaitable<Result<cli::CommandResult>> SlurmRunner::submit(const Submission
     if (refusals > 0 || !budget_spent) co_await within_budget(1);
     std::vector<std::string> argv = s.argv;  // GCC 12: named arguments, no conversions inside co_await
     std::optional<std::map<std::string, std::string>> env = s.env;
-    auto r = co_await commands_->run(std::move(argv), std::move(env), config_.command_timeout);
+    auto r = co_await run_in_slot(std::move(argv), std::move(env));
     if (!r) co_return fail("sbatch: " + r.error().message);
     if (r->exit_code == 0) co_return r;
     std::string err(cli::trim(r->err));
@@ -883,8 +888,17 @@ asio::awaitable<Result<cli::CommandResult>> SlurmRunner::command(std::vector<std
   // Times in squeue's and sacct's answers as epoch seconds, whatever the time zones of this host and slurmctld.
   auto env = cli::scrubbed_environment();
   env["SLURM_TIME_FORMAT"] = std::string(cli::kEpochTimeFormat);
+  std::optional<std::map<std::string, std::string>> scrubbed = std::move(env);
+  co_return co_await run_in_slot(std::move(argv), std::move(scrubbed));
+}
+
+NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
+asio::awaitable<Result<cli::CommandResult>> SlurmRunner::run_in_slot(
+    std::vector<std::string> argv, std::optional<std::map<std::string, std::string>> env) {
+  auto slot = co_await command_slots_.acquire();
   co_return co_await commands_->run(std::move(argv), std::move(env), config_.command_timeout);
 }
+NYMPH_GCC_PR109224_END
 
 asio::awaitable<tracker_event::ExitFilesRead> SlurmRunner::read_exit_files(const std::vector<std::string>& slurm_ids) {
   std::map<std::string, fs::path> files;

@@ -35,6 +35,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/logger.h>
 
+#include "common/concurrency_limit.hpp"
 #include "runners/profile.hpp"
 #include "runners/runner.hpp"
 #include "runners/slurm/array_batcher.hpp"
@@ -71,6 +72,9 @@ struct SlurmRunnerConfig {
   std::chrono::milliseconds max_queue_duration{7 * 24 * 3'600'000};  // pending longer: scancel, `failed`
   std::string cluster;                               // "" : sbatch's `N;cluster`, else scontrol's ClusterName
   std::chrono::milliseconds command_timeout{30'000}; // per sbatch/squeue/sacct/scancel invocation
+  // Slurm commands (sbatch, squeue, sacct, scancel, scontrol) running at once; more wait their turn, oldest
+  // first. Bounds the child processes and pipes a burst can open whatever the RPC budget allows.
+  std::size_t max_concurrent_commands = 4;
   std::string sbatch = "sbatch", squeue = "squeue", sacct = "sacct", scancel = "scancel", scontrol = "scontrol";
   bool keep_job_dirs = false;                        // release() keeps the job directory
   std::chrono::milliseconds output_interval{2'000};  // how often a running job's output files are read
@@ -171,6 +175,9 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   // Number of attempts waiting for an sbatch of their shape (to go together as a job array).
   std::size_t waiting_submissions() const { return batcher_.waiting(); }
 
+  // Slurm commands waiting for one of the max_concurrent_commands slots.
+  std::size_t waiting_commands() const { return command_slots_.waiting(); }
+
   // "" while slurmctld answers; while the runner backs off from it, what failed and when it tries again.
   std::string trouble() const override { return trouble_; }
   void on_trouble_change(std::function<void()> changed) override { on_trouble_change_ = std::move(changed); }
@@ -222,6 +229,8 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   // After sbatch refused an array: the first task alone; refused too, every task fails with that; else the
   // others one by one.
   boost::asio::awaitable<void> submit_one_by_one(std::vector<Waiting*> tasks, const std::string& why);
+  // Submits tasks[from...] one sbatch each, each with its own outcome.
+  boost::asio::awaitable<void> submit_each(const std::vector<Waiting*>& tasks, std::size_t from);
   // Reads MaxArraySize from `scontrol show config` once, and caps the batch size by it.
   boost::asio::awaitable<void> read_array_cap();
   static void sent(Waiting& w, Result<Sent> outcome);
@@ -242,6 +251,8 @@ class SlurmRunner final : public Runner, public ResumableRunner {
     std::variant<JobSpec, JournalEntry> what;
     JobUpdate ended;
   };
+  // track()'s first step: start() for a JobSpec, attach() for a JournalEntry (moved out of `origin`).
+  boost::asio::awaitable<Attempt*> begin(Origin& origin, JobReporter& reporter, OutputOffsets from);
   // The coroutine of one job from run() or resume() to its final update.
   boost::asio::awaitable<JobUpdate> track(std::unique_ptr<Origin> origin, JobReporter& reporter, OutputOffsets from);
   // track() once the job has ended: the rest of its output, its result (training), forgetting it.
@@ -258,6 +269,9 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   boost::asio::awaitable<void> run_cycle();
   boost::asio::awaitable<TrackerEvent> perform(const TrackerAction& action);
   boost::asio::awaitable<Result<nymph::slurm::CommandResult>> command(std::vector<std::string> argv);
+  // Runs one Slurm command once a max_concurrent_commands slot is free (every command goes through here).
+  boost::asio::awaitable<Result<nymph::slurm::CommandResult>> run_in_slot(
+      std::vector<std::string> argv, std::optional<std::map<std::string, std::string>> env);
   boost::asio::awaitable<tracker_event::ExitFilesRead> read_exit_files(const std::vector<std::string>& slurm_ids);
   void deliver(std::vector<TrackerReport> reports);
   void request_cycle();
@@ -273,6 +287,7 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   boost::asio::any_io_executor executor_;
   SlurmRunnerConfig config_;
   std::unique_ptr<nymph::slurm::CommandRunner> commands_;
+  ConcurrencyLimit command_slots_;  // max_concurrent_commands: taken around each commands_->run
   std::shared_ptr<spdlog::logger> log_;
   Tracker tracker_;
   std::optional<Journal> journal_;

@@ -27,6 +27,7 @@ TEST(Config, MinimalFileGetsDefaults) {
   EXPECT_EQ(c->slurm.poll_interval_max, 60s);
   EXPECT_EQ(c->slurm.rpc_budget_per_minute, 60);
   EXPECT_EQ(c->slurm.exit_scan_interval, 2s);
+  EXPECT_EQ(c->slurm.max_concurrent_commands, 4);
   EXPECT_EQ(c->log.level, "info");
   EXPECT_EQ(c->manager.cluster, "");
   EXPECT_EQ(c->manager.state_dir, "");
@@ -38,8 +39,10 @@ TEST(Config, APollIntervalPastTheDefaultCeilingRaisesIt) {
   ASSERT_TRUE(c.has_value()) << c.error().message;
   EXPECT_EQ(c->slurm.poll_interval_max, 2min);
   c = parse_config("[server]\nurl = \"http://127.0.0.1:8470\"\n[runners.slurm]\npoll_interval = \"1s\"\n"
-                   "poll_interval_max = \"5m\"\nrpc_budget_per_minute = 20\nexit_scan_interval = 0\n", "t.toml");
+                   "poll_interval_max = \"5m\"\nrpc_budget_per_minute = 20\nexit_scan_interval = 0\n"
+                   "max_concurrent_commands = 16\n", "t.toml");
   ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->slurm.max_concurrent_commands, 16);
   EXPECT_EQ(c->slurm.poll_interval_max, 5min);
   EXPECT_EQ(c->slurm.rpc_budget_per_minute, 20);
   EXPECT_EQ(c->slurm.exit_scan_interval, 0s);
@@ -158,6 +161,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"slurm rpc budget zero",
                   "[server]\nurl = \"http://127.0.0.1:1\"\n[runners.slurm]\nrpc_budget_per_minute = 0\n",
                   "runners.slurm.rpc_budget_per_minute: must be between 1 and 100000, got 0"},
+        BadConfig{"slurm concurrent commands zero",
+                  "[server]\nurl = \"http://127.0.0.1:1\"\n[runners.slurm]\nmax_concurrent_commands = 0\n",
+                  "runners.slurm.max_concurrent_commands: must be between 1 and 256, got 0"},
         BadConfig{"unknown slurm key", "[server]\nurl = \"http://127.0.0.1:1\"\n[runners.slurm]\npartitions = \"x\"\n",
                   "unknown key runners.slurm.partitions"},
         BadConfig{"relative profile", "[server]\nurl = \"http://127.0.0.1:1\"\n[profiles]\nsmoke = \"smoke.sh\"\n",

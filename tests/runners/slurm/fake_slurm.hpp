@@ -63,6 +63,7 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
   // While `hold_sbatch`, each sbatch call waits (counted in sbatch_in_flight) until release_sbatch().
   bool hold_sbatch = false;
   int sbatch_in_flight = 0;
+  int max_sbatch_in_flight = 0;  // the most sbatch calls held at once
   void release_sbatch() {
     hold_sbatch = false;
     for (auto* t : gates_) t->cancel();
@@ -95,7 +96,7 @@ class FakeSlurm : public nymph::slurm::CommandRunner {
       boost::asio::steady_timer gate(co_await boost::asio::this_coro::executor,
                                      boost::asio::steady_timer::time_point::max());
       gates_.push_back(&gate);
-      ++sbatch_in_flight;
+      max_sbatch_in_flight = std::max(max_sbatch_in_flight, ++sbatch_in_flight);
       while (hold_sbatch) {
         boost::system::error_code ec;
         co_await gate.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));

@@ -134,10 +134,12 @@ struct ArrayTest : nymph::test::SlurmRunnerFixture {
 
 // Runs `specs` on `runner` with sbatch held open: the first `leaders` attempts start, and once their sbatch calls
 // are in flight the others start and wait for them (`waiting` of them, with `in_flight` sbatch calls held in
-// all); then Slurm answers. Returns every final update, in the order of `specs`.
+// all, and `waiting_commands` Slurm commands waiting for a slot); then Slurm answers. Returns every final update,
+// in the order of `specs`.
 asio::awaitable<std::vector<JobUpdate>> run_burst(SlurmRunner* runner, FakeSlurm* fake, std::vector<JobSpec> specs,
                                                   std::vector<Recorder>* recs, std::size_t waiting,
-                                                  std::size_t leaders = 1, int in_flight = -1) {
+                                                  std::size_t leaders = 1, int in_flight = -1,
+                                                  std::size_t waiting_commands = 0) {
   auto ex = co_await asio::this_coro::executor;
   std::vector<std::optional<JobUpdate>> ended(specs.size());
   std::size_t done = 0;
@@ -158,7 +160,8 @@ asio::awaitable<std::vector<JobUpdate>> run_burst(SlurmRunner* runner, FakeSlurm
   }
   for (std::size_t i = leaders; i < specs.size(); ++i) start(i);
   if (in_flight < 0) in_flight = static_cast<int>(leaders);
-  while (fake->sbatch_in_flight < in_flight || runner->waiting_submissions() < waiting) {
+  while (fake->sbatch_in_flight < in_flight || runner->waiting_submissions() < waiting ||
+         runner->waiting_commands() < waiting_commands) {
     tick.expires_after(1ms);
     co_await tick.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
@@ -263,6 +266,21 @@ TEST_F(ArrayTest, MaxArrayTasksOfOneIsOneSbatchPerAttempt) {
   EXPECT_EQ(fake.count("sbatch"), 4);
   EXPECT_TRUE(fake.array_sizes.empty());
   EXPECT_EQ(fake.count("scontrol"), 0);
+}
+
+TEST_F(ArrayTest, OneByOneABurstRunsAtMostMaxConcurrentCommandsSbatchAtOnce) {
+  auto c = config();
+  c.max_array_tasks = 1;
+  c.max_concurrent_commands = 2;
+  auto runner = make_runner(c);
+  const std::vector<std::string> ids{"j0", "j1", "j2", "j3", "j4", "j5"};
+  std::vector<Recorder> recs(ids.size());
+  // No RPC budget: only the slots hold them back. Two sbatch calls held open, the other four wait for a slot.
+  auto ended = run_coro(ioc, run_burst(runner.get(), &fake, jobs_named(ids), &recs, 0, 1, 2, 4), 10s);
+  for (const auto& u : ended) EXPECT_EQ(u.state, JobState::succeeded) << u.message;
+  EXPECT_EQ(fake.max_sbatch_in_flight, 2) << "never more than max_concurrent_commands sbatch processes at once";
+  EXPECT_EQ(fake.count("sbatch"), 6);
+  EXPECT_EQ(runner->waiting_commands(), 0u);
 }
 
 TEST_F(ArrayTest, ARefusedArrayIsSentOneByOneWhenItsFirstAttemptAloneIsAccepted) {
