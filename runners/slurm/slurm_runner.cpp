@@ -121,7 +121,7 @@ struct SlurmRunner::Attempt {
   JournalEntry entry;
   JobReporter* reporter;
   asio::steady_timer wake;                 // cancelled to wake track() early (started, final update, detach)
-  std::optional<JobUpdate> final;
+  std::unique_ptr<JobUpdate> final;        // set once, at the end: a tracked job does not carry an empty one
   bool detached = false;
   bool training = false;                   // a training profile: result.json is read once it succeeded
   std::optional<StopReason> stop_requested;  // stop() before the Slurm id was known
@@ -676,7 +676,7 @@ void SlurmRunner::stop(const std::string& job_id, StopReason why) {
     u.state = JobState::running;
     u.slurm_job_id = a.entry.slurm_job_id;
     u.message = "manager stopping: Slurm job " + a.entry.slurm_job_id + " left running (journaled for resume)";
-    a.final = std::move(u);
+    a.final = std::make_unique<JobUpdate>(std::move(u));
     a.detached = true;
     a.wake.cancel();
     return;
@@ -930,7 +930,7 @@ void SlurmRunner::deliver(std::vector<TrackerReport> reports) {
       continue;
     }
     log_->info("job {}: {} ({})", a.entry.job_id, to_string(r.update.state), r.update.message);
-    a.final = std::move(r.update);
+    a.final = std::make_unique<JobUpdate>(std::move(r.update));
     a.wake.cancel();
   }
 }

@@ -1,6 +1,7 @@
 #include "runners/slurm/tracker.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string_view>
@@ -215,7 +216,7 @@ void Tracker::report_active(const SqueueJob& row, TrackerAction& a, WallClock::t
   }
   std::string message = slurm_job_label(row.job_id) + " is " + row.state;
   if (pending && !row.reason.empty() && row.reason != "None") message += " (" + row.reason + ")";
-  std::string key = (pending ? "p:" : "r:") + message;
+  std::size_t key = std::hash<std::string>{}((pending ? "p:" : "r:") + message) | 1;
   if (row.state == "COMPLETING") key = job.last_report;  // a phase of running, not worth an update
   if (key == job.last_report) return;
   job.last_report = key;

@@ -7,6 +7,7 @@
 // Rows about a tracked id that belong to another job (Slurm recycles ids) are ignored: see TrackedJob.
 // Nothing here runs a process, reads a file or sleeps; tests step it with made-up command results.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -133,7 +134,9 @@ class Tracker {
     std::optional<CancelCause> cancel;
     std::optional<WallClock::time_point> cancel_sent_at;
     bool cancel_resend = false;     // still active in squeue after a scancel: send it again
-    std::string last_report;        // state+message of the last non-final report (dedup)
+    // The last non-final report's state and message, hashed (dedup; never 0 once set): ten thousand jobs keep
+    // 8 bytes each, not a string on the heap.
+    std::size_t last_report = 0;
     int missing_cycles = 0;
     Evidence evidence = Evidence::none;
   };
