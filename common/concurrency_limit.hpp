@@ -3,15 +3,16 @@
 // order they asked (a counting semaphore for one thread). A freed slot goes straight to the oldest waiter, so a
 // newcomer never overtakes it.
 #include <algorithm>
+#include <cstddef>
+#include <deque>
+#include <utility>
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <cstddef>
-#include <deque>
-#include <utility>
 
 #include "common/coroutine_warning.hpp"
 

@@ -4,6 +4,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -55,17 +56,23 @@ TEST(ConcurrencyLimit, AtMostNHoldersAndTheOldestWaiterIsServedFirst) {
   EXPECT_EQ(limit.waiting(), 0u);
 }
 
+// On an io_context of its own: taker 0 holds the only slot of `limit`, taker 1 waits for it; then `meanwhile` runs,
+// and the context is destroyed with whatever is still suspended on it.
+void one_holds_one_waits(ConcurrencyLimit& limit, std::vector<int>& order,
+                         std::vector<ConcurrencyLimit::Permit>& permits, const std::function<void()>& meanwhile) {
+  asio::io_context ioc;
+  asio::co_spawn(ioc, take(&limit, 0, &order, &permits), asio::detached);
+  asio::co_spawn(ioc, take(&limit, 1, &order, &permits), asio::detached);
+  ioc.poll();
+  meanwhile();
+}
+
 TEST(ConcurrencyLimit, AWaiterDestroyedWhileWaitingLeavesTheQueue) {
   ConcurrencyLimit limit(1);
   std::vector<int> order;
   std::vector<ConcurrencyLimit::Permit> permits(2);
-  {
-    asio::io_context ioc;
-    asio::co_spawn(ioc, take(&limit, 0, &order, &permits), asio::detached);
-    asio::co_spawn(ioc, take(&limit, 1, &order, &permits), asio::detached);
-    ioc.poll();
-    EXPECT_EQ(limit.waiting(), 1u);
-  }  // the waiting coroutine's frame is destroyed with its io_context
+  // The waiting coroutine's frame is destroyed with its io_context.
+  one_holds_one_waits(limit, order, permits, [&] { EXPECT_EQ(limit.waiting(), 1u); });
   EXPECT_EQ(limit.waiting(), 0u);
   EXPECT_EQ(order, (std::vector<int>{0}));
   permits[0].reset();
@@ -76,14 +83,10 @@ TEST(ConcurrencyLimit, AWaiterHandedASlotButDestroyedBeforeItResumedFreesIt) {
   ConcurrencyLimit limit(1);
   std::vector<int> order;
   std::vector<ConcurrencyLimit::Permit> permits(2);
-  {
-    asio::io_context ioc;
-    asio::co_spawn(ioc, take(&limit, 0, &order, &permits), asio::detached);
-    asio::co_spawn(ioc, take(&limit, 1, &order, &permits), asio::detached);
-    ioc.poll();
+  one_holds_one_waits(limit, order, permits, [&] {
     permits[0].reset();  // handed to waiter 1, which has not run since
     EXPECT_EQ(limit.held(), 1u);
-  }
+  });
   EXPECT_EQ(order, (std::vector<int>{0}));
   EXPECT_EQ(limit.held(), 0u) << "the slot handed to the destroyed waiter was freed";
 }
