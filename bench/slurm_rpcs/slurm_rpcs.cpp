@@ -21,10 +21,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -58,14 +60,17 @@ using nymph::slurm::ChildCommandRunner;
 using nymph::slurm::CommandRunner;
 using nymph::slurm::parse_sbatch_output;
 
-// Counts the commands the runner runs, so the bench knows when a cycle has finished.
+// Counts the commands the runner runs, so the bench knows when a cycle has finished; `on_squeue_start` (when
+// set) runs as each squeue is about to start, between two cycles' work.
 struct CountingCommands : CommandRunner {
   ChildCommandRunner real;
   int squeue_calls = 0, sacct_calls = 0, scancel_calls = 0, sbatch_calls = 0;
+  std::function<void()> on_squeue_start;
   asio::awaitable<nymph::Result<CommandResult>> run(std::vector<std::string> argv,
                                                    std::optional<std::map<std::string, std::string>> env,
                                                    std::chrono::milliseconds timeout) override {
     std::string prog = argv[0];
+    if (prog == "squeue" && on_squeue_start) on_squeue_start();
     auto r = co_await real.run(std::move(argv), std::move(env), timeout);
     squeue_calls += prog == "squeue";
     sacct_calls += prog == "sacct";
@@ -121,18 +126,61 @@ long rss_kib() {
   return -1;
 }
 
+// VmHWM: the peak RSS since the process started or since reset_peak_rss().
+long peak_rss_kib() {
+  std::ifstream in("/proc/self/status");
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind("VmHWM:", 0) == 0) return std::stol(l.substr(6));
+  return -1;
+}
+
+// Resets VmHWM to the current RSS (Linux >= 4.0: "5" to /proc/self/clear_refs).
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// glibc's malloc_stats() (per-arena bytes from the system and in use) and RSS by kind of mapping, to stderr.
+void print_memory_map() {
+  ::malloc_stats();
+  std::ifstream in("/proc/self/smaps");
+  std::map<std::string, long> rss_by_kind;
+  std::string kind;
+  for (std::string l; std::getline(in, l);) {
+    if (!l.empty() && std::isxdigit(static_cast<unsigned char>(l[0])) && l.find('-') < l.find(' ')) {
+      std::istringstream fields(l);
+      std::string range, perms, offset, dev, inode, name;
+      fields >> range >> perms >> offset >> dev >> inode >> name;
+      kind = name.empty() ? "anonymous" : name[0] == '/' ? "file-backed" : name;
+    } else if (l.rfind("Rss:", 0) == 0) {
+      rss_by_kind[kind] += std::stol(l.substr(4));
+    }
+  }
+  for (const auto& [k, v] : rss_by_kind) std::fprintf(stderr, "  RSS %s: %ld KiB\n", k.c_str(), v);
+}
+
 // Bytes the allocator has handed out and not had back (RSS also counts what it keeps after a free).
 long heap_in_use() {
   auto m = ::mallinfo2();
   return static_cast<long>(m.uordblks + m.hblkhd);
 }
 
+// The job id and lease id of the bench's job `i`, as long as the control plane's ("job_" / "lse_" and a 26-character
+// ULID): their strings are part of what a tracked job costs.
+std::string bench_job_id(const std::string& prefix, std::size_t i) {
+  std::string number = std::to_string(i);
+  const std::size_t digits = std::max<std::size_t>(number.size(), 26 - std::min<std::size_t>(prefix.size(), 18));
+  return "job_" + prefix + std::string(digits - number.size(), '0') + number;
+}
+
+// The Slurm job name of the bench's held job `i`, the name an agent gives its job (slurm_job_name): the tracker
+// checks it against squeue's rows, and it is part of what a tracked job costs.
+std::string held_job_name(std::size_t i) { return slurm_job_name(bench_job_id("held", i)); }
+
 std::vector<std::string> submit_held(int n) {
   std::vector<std::string> ids;
   for (int i = 0; i < n; ++i) {
     // A busy slurmctld (purging the previous N's records) may time a submission out: try again, a few times.
     for (int tries = 1;; ++tries) {
-      auto out = run_text("sbatch --parsable --hold --job-name=nymph-bench --chdir=/tmp --output=/dev/null --wrap=true");
+      auto out = run_text("sbatch --parsable --hold --job-name=" + held_job_name(static_cast<std::size_t>(i)) +
+                          " --chdir=/tmp --output=/dev/null --wrap=true");
       auto id = parse_sbatch_output(out);
       if (id) {
         ids.push_back(*id);
@@ -150,8 +198,9 @@ std::vector<std::string> submit_held(int n) {
 void track_held(asio::io_context& ioc, SlurmRunner& runner, JobReporter& reporter, const std::vector<std::string>& ids,
                 const std::string& prefix, const std::filesystem::path& dir) {
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    std::string job = prefix + "-" + std::to_string(i);
-    JournalEntry e{job, 1, "lease", ids[i], dir / (job + "-1"), WallClock::now()};
+    std::string job = bench_job_id(prefix, i);
+    std::string lease = "lse_" + job.substr(4);
+    JournalEntry e{job, 1, lease, ids[i], dir / (job + "-1"), WallClock::now(), held_job_name(i)};
     asio::co_spawn(ioc, runner.resume(e, reporter), rethrow_error);
   }
 }
@@ -159,7 +208,7 @@ void track_held(asio::io_context& ioc, SlurmRunner& runner, JobReporter& reporte
 // Detaches the `n` attempts track_held gave `runner` (the jobs stay in Slurm), then runs `ioc` until every resume()
 // has returned and the poll loop has ended.
 void detach_held(asio::io_context& ioc, SlurmRunner& runner, std::size_t n, const std::string& prefix) {
-  for (std::size_t i = 0; i < n; ++i) runner.stop(prefix + "-" + std::to_string(i), StopReason::shutdown);
+  for (std::size_t i = 0; i < n; ++i) runner.stop(bench_job_id(prefix, i), StopReason::shutdown);
   ioc.run();
 }
 
@@ -328,25 +377,50 @@ void track_fixed(const std::vector<std::string>& ids, int n, int cycles, bool tr
 // tracks the N jobs with a fixed 2 s cycle for `cycles` cycles (RPCs per cycle by type, agent CPU per cycle, RSS
 // per tracked job: track_fixed, without then with the runner's malloc_trim), then with the agent's defaults
 // (with_defaults).
+// The held jobs of a previous run kept in `file` (one Slurm id per line), when it lists `n` of them that Slurm
+// still knows; else none.
+std::vector<std::string> held_jobs_kept(const std::string& file, int n) {
+  std::vector<std::string> ids;
+  std::ifstream in(file);
+  for (std::string id; std::getline(in, id);)
+    if (!id.empty()) ids.push_back(id);
+  if (static_cast<int>(ids.size()) != n) return {};
+  if (run_text("squeue --noheader --format=%i --job=" + ids.back()).find(ids.back()) == std::string::npos) return {};
+  return ids;
+}
+
 void bench(int n, int cycles, int sample, int idle_s, const std::filesystem::path& base) {
-  auto rpcs_before = rpc_counts();
-  auto t0 = std::chrono::steady_clock::now();
-  auto ids = submit_held(n);
-  double submit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  auto submit_rpcs = diff(rpcs_before, rpc_counts());
-  rpcs_before = rpc_counts();
-  t0 = std::chrono::steady_clock::now();
-  auto array_out = run_text("sbatch --parsable --hold --job-name=nymph-bench-array --chdir=/tmp --output=/dev/null "
-                            "--array=0-" + std::to_string(n - 1) + " --wrap=true");
-  double array_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  auto array_rpcs = diff(rpcs_before, rpc_counts());
-  auto array_id = parse_sbatch_output(array_out);
-  if (!array_id) throw std::runtime_error("sbatch --array: " + array_id.error().message);
-  run_text("scancel " + *array_id);
-  std::printf("N=%d\n  submit: %d sbatch calls %.1f s (%.2f ms each), slurmctld RPCs %ld (%s); one sbatch --array of "
-              "%d tasks %.3f s, RPCs %ld (%s)\n",
-              n, n, submit_s, submit_s * 1000 / n, total_of(submit_rpcs), by_type_text(submit_rpcs, 1).c_str(), n,
-              array_s, total_of(array_rpcs), by_type_text(array_rpcs, 1).c_str());
+  // NYMPH_BENCH_HELD_FILE=F: the held jobs are kept (not cancelled) in F for the next run, which reuses them
+  // (no submission figures then): to measure tracking again without 10 000 sbatch calls.
+  const char* held_file = std::getenv("NYMPH_BENCH_HELD_FILE");
+  const std::string kept_in = held_file ? std::string(held_file) + "." + std::to_string(n) : "";
+  auto ids = held_file ? held_jobs_kept(kept_in, n) : std::vector<std::string>{};
+  if (!ids.empty()) {
+    std::printf("N=%d\n  submit: not measured, %d held jobs kept from %s\n", n, n, kept_in.c_str());
+  } else {
+    auto rpcs_before = rpc_counts();
+    auto t0 = std::chrono::steady_clock::now();
+    ids = submit_held(n);
+    double submit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto submit_rpcs = diff(rpcs_before, rpc_counts());
+    rpcs_before = rpc_counts();
+    t0 = std::chrono::steady_clock::now();
+    auto array_out = run_text("sbatch --parsable --hold --job-name=nymph-bench-array --chdir=/tmp --output=/dev/null "
+                              "--array=0-" + std::to_string(n - 1) + " --wrap=true");
+    double array_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto array_rpcs = diff(rpcs_before, rpc_counts());
+    auto array_id = parse_sbatch_output(array_out);
+    if (!array_id) throw std::runtime_error("sbatch --array: " + array_id.error().message);
+    run_text("scancel " + *array_id);
+    std::printf("N=%d\n  submit: %d sbatch calls %.1f s (%.2f ms each), slurmctld RPCs %ld (%s); one sbatch --array of "
+                "%d tasks %.3f s, RPCs %ld (%s)\n",
+                n, n, submit_s, submit_s * 1000 / n, total_of(submit_rpcs), by_type_text(submit_rpcs, 1).c_str(), n,
+                array_s, total_of(array_rpcs), by_type_text(array_rpcs, 1).c_str());
+    if (held_file) {
+      std::ofstream out(kept_in);
+      for (const auto& id : ids) out << id << '\n';
+    }
+  }
   std::fflush(stdout);
 
   // Each in a child process of its own, from the same heap: neither reuses what the other freed.
@@ -364,12 +438,15 @@ void bench(int n, int cycles, int sample, int idle_s, const std::filesystem::pat
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("the tracking run failed");
   }
   with_defaults(ids, sample, idle_s, base / ("defaults-" + std::to_string(n)));
-  cancel_all(ids);
+  if (!held_file) cancel_all(ids);
 }
 
 // Tracks the held jobs `ids` with a fixed 2 s cycle for `cycles` cycles: RPCs per cycle by type, agent CPU per
-// cycle, RSS and heap per tracked job. `trim` false turns the runner's malloc_trim after each cycle off (the
-// baseline of the same run).
+// cycle, and memory per tracked job: RSS and heap in use as the cycle after them starts (between two cycles: the
+// previous cycle's squeue output and parse are gone, as they are for most of an agent's life), and the peak RSS
+// during the cycles (VmHWM, reset after the warm-up cycle). Each is the growth over the figure before the runner
+// existed, divided by N. `trim` false turns the runner's malloc_trim after each cycle off (the baseline of the
+// same run). NYMPH_BENCH_MALLOC_STATS=1 also prints glibc's malloc_stats() and RSS by mapping at that point.
 void track_fixed(const std::vector<std::string>& ids, int n, int cycles, bool trim, const std::filesystem::path& base) {
   const long rss_before = rss_kib();
   const long heap_before = heap_in_use();
@@ -388,6 +465,7 @@ void track_fixed(const std::vector<std::string>& ids, int n, int cycles, bool tr
     NullReporter reporter;
     track_held(ioc, runner, reporter, ids, "bench", c.launch_dir);
     run_until(ioc, [&] { return cmds.squeue_calls >= 1; }, 600s);  // warm-up cycle
+    reset_peak_rss();
     std::map<std::string, long> by_type;
     const double cpu_before = cpu_seconds();
     const int squeue_before = cmds.squeue_calls;
@@ -399,15 +477,24 @@ void track_fixed(const std::vector<std::string>& ids, int n, int cycles, bool tr
     }
     // The wait between cycles is idle (timers only): the CPU measured is the cycles'.
     const double cpu_ms = (cpu_seconds() - cpu_before) * 1000 / cycles;
-    const long rss = rss_kib();
-    const long heap = heap_in_use();
+    long rss = -1, heap = 0;
+    cmds.on_squeue_start = [&] {
+      if (rss >= 0) return;
+      rss = rss_kib();
+      heap = heap_in_use();
+      if (std::getenv("NYMPH_BENCH_MALLOC_STATS")) print_memory_map();
+    };
+    run_until(ioc, [&] { return rss >= 0; }, 600s);
+    const long peak = peak_rss_kib();
     std::printf("  tracking, fixed 2 s cycle, malloc_trim %s: tracked %zu, slurmctld RPCs/cycle %.1f (%s), squeue/cycle %.1f, "
-                "agent CPU/cycle %.1f ms, RSS %ld KiB (+%ld KiB: %.0f bytes per tracked job; heap in use +%.0f "
-                "bytes per tracked job)\n",
+                "agent CPU/cycle %.1f ms; between cycles RSS %ld KiB (+%ld KiB: %.0f bytes per tracked job; heap in "
+                "use +%.0f bytes per tracked job); peak RSS during the cycles %ld KiB (+%.0f bytes per tracked job)\n",
                 trim ? "from 1000 jobs (default)" : "off (baseline)", runner.tracked(), double(total_of(by_type)) / cycles, by_type_text(by_type, cycles).c_str(),
                 double(cmds.squeue_calls - squeue_before) / cycles, cpu_ms, rss, rss - rss_before,
-                double(rss - rss_before) * 1024 / n, double(heap - heap_before) / n);
+                double(rss - rss_before) * 1024 / n, double(heap - heap_before) / n, peak,
+                double(peak - rss_before) * 1024 / n);
     std::fflush(stdout);
+    cmds.on_squeue_start = nullptr;
     detach_held(ioc, runner, ids.size(), "bench");
   }
 }

@@ -123,7 +123,9 @@ struct SlurmRunner::Attempt {
   asio::steady_timer wake;                 // cancelled to wake track() early (started, final update, detach)
   std::unique_ptr<JobUpdate> final;        // set once, at the end: a tracked job does not carry an empty one
   bool detached = false;
-  bool training = false;                   // a training profile: result.json is read once it succeeded
+  // A training profile's result.json is read once it succeeded. A resumed attempt is `unknown` until it ended:
+  // then its job directory tells (a training profile's input file), read on the I/O threads with the result.
+  enum class Kind { command, training, unknown } kind = Kind::command;
   std::optional<StopReason> stop_requested;  // stop() before the Slurm id was known
   std::optional<std::chrono::seconds> time_limit;  // the job's timeout (its --time), when run() knows it
   bool exit_record_seen = false;            // its exit record in kExitRecordDir brought a cycle forward
@@ -169,18 +171,20 @@ SlurmRunner::~SlurmRunner() { io_.join(); }
 
 // Not a coroutine: the job's one frame while it is tracked is track()'s.
 asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter) {
-  return track(std::make_unique<Origin>(Origin{std::move(spec), {}}), reporter, {});
+  return track(std::make_unique<Origin>(Origin{std::move(spec), {}}), nullptr, reporter);
 }
 
 NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 // The one frame a tracked job keeps (a manager tracks up to ten thousand): the work before following the job
-// (start(), attach()) and after it ended (finish_following()) runs in frames of their own, gone meanwhile.
+// (start()) and after it ended (finish_following()) runs in frames of their own, gone meanwhile.
 // Its frame holds little on purpose (GCC keeps every local and temporary of a coroutine in its frame): the job's
-// inputs stay on the heap until start() or attach() has used them.
-asio::awaitable<JobUpdate> SlurmRunner::track(std::unique_ptr<Origin> origin, JobReporter& reporter, OutputOffsets from) {
-  Attempt* tracked = co_await begin(*origin, reporter, from);
-  if (!tracked) co_return std::move(origin->ended);
-  origin.reset();
+// inputs stay on the heap until start() has used them.
+asio::awaitable<JobUpdate> SlurmRunner::track(std::unique_ptr<Origin> origin, Attempt* tracked, JobReporter& reporter) {
+  if (!tracked) {
+    tracked = co_await start(std::move(origin->spec), reporter, origin->ended);
+    if (!tracked) co_return std::move(origin->ended);
+    origin.reset();
+  }
   Attempt& a = *tracked;
   for (;;) {
     // Not before Slurm started it: a pending job has written nothing, and ten thousand of them must cost
@@ -195,13 +199,6 @@ asio::awaitable<JobUpdate> SlurmRunner::track(std::unique_ptr<Origin> origin, Jo
     co_await a.wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
   co_return co_await finish_following(a);
-}
-
-// Not a coroutine: the JobSpec or JournalEntry goes straight into start()'s or attach()'s frame. Passed by value
-// inside track(), it would be a temporary of track()'s own frame (GCC keeps it there for the job's whole life).
-asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::begin(Origin& origin, JobReporter& reporter, OutputOffsets from) {
-  if (auto* spec = std::get_if<JobSpec>(&origin.what)) return start(std::move(*spec), reporter, origin.ended);
-  return attach(std::get<JournalEntry>(std::move(origin.what)), reporter, from, origin.ended);
 }
 
 asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::start(JobSpec spec, JobReporter& reporter, JobUpdate& ended) {
@@ -240,7 +237,7 @@ asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::start(JobSpec spec, JobRepor
     attempts_.erase(spec.job_id);
     co_return not_started(ended, failed_update(sub.error().message));
   }
-  a.training = sub->training;
+  if (sub->training) a.kind = Attempt::Kind::training;
   auto untracked = co_await submit_and_track(a, std::move(*sub));
   if (untracked) co_return not_started(ended, std::move(*untracked));
   co_return &a;
@@ -569,30 +566,28 @@ void SlurmRunner::start_tracking(Attempt& a) {
   ensure_poll_loop();
 }
 
+namespace {
+asio::awaitable<JobUpdate> at_once(JobUpdate u) { co_return u; }
+}  // namespace
+
 asio::awaitable<JobUpdate> SlurmRunner::resume(JournalEntry entry, JobReporter& reporter, OutputOffsets from) {
-  return track(std::make_unique<Origin>(Origin{std::move(entry), {}}), reporter, from);  // not a coroutine: see run()
+  // Not a coroutine (see run()): the entry goes into the Attempt, and track() is the job's one frame.
+  auto attached = attach(std::move(entry), reporter, from);
+  if (auto* refused = std::get_if<JobUpdate>(&attached)) return at_once(std::move(*refused));
+  return track(nullptr, std::get<Attempt*>(attached), reporter);
 }
 
-asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::attach(JournalEntry entry, JobReporter& reporter,
-                                                            OutputOffsets from, JobUpdate& ended) {
-  auto tracked_already = [&]() -> std::optional<JobUpdate> {
-    if (!attempts_.count(entry.job_id)) return std::nullopt;
+std::variant<SlurmRunner::Attempt*, JobUpdate> SlurmRunner::attach(JournalEntry entry, JobReporter& reporter,
+                                                                    OutputOffsets from) {
+  if (attempts_.count(entry.job_id))
     return failed_update("job " + entry.job_id + " is already tracked here", entry.slurm_job_id);
-  };
-  if (auto refused = tracked_already()) co_return not_started(ended, std::move(*refused));
-  auto has_input = [path = fs::path(entry.dir) / kInputFile] {
-    std::error_code ec;
-    return fs::exists(path, ec);
-  };
-  const bool training = co_await io_.run(std::move(has_input));
-  if (auto refused = tracked_already()) co_return not_started(ended, std::move(*refused));  // resumed meanwhile
   auto owned = std::make_unique<Attempt>(executor_, std::move(entry), reporter, from);
   Attempt& a = *owned;
-  a.training = training;
+  a.kind = Attempt::Kind::unknown;
   attempts_.emplace(a.entry.job_id, std::move(owned));
   log_->info("job {} attempt {}: re-attached to Slurm job {}", a.entry.job_id, a.entry.attempt, a.entry.slurm_job_id);
   start_tracking(a);
-  co_return &a;
+  return &a;
 }
 
 std::vector<InFlightAttempt> SlurmRunner::in_flight() const {
@@ -600,10 +595,6 @@ std::vector<InFlightAttempt> SlurmRunner::in_flight() const {
   for (const auto& e : in_flight_) records.push_back({e.job_id, e.lease_id, e.attempt, e});
   return records;
 }
-
-namespace {
-asio::awaitable<JobUpdate> at_once(JobUpdate u) { co_return u; }
-}  // namespace
 
 asio::awaitable<JobUpdate> SlurmRunner::resume(InFlightAttempt attempt, JobReporter& reporter) {
   // Not a coroutine (see run()): the record is not kept while its job is tracked.
@@ -632,8 +623,12 @@ asio::awaitable<JobUpdate> SlurmRunner::finish_following(Attempt& a) {
   if (!a.detached) co_await ship_output(a, true);  // the job has ended: everything it wrote, to the end
   JobUpdate result = std::move(*a.final);
   // Only now, with Slurm's final word (COMPLETED), is a training profile's result.json read and checked.
-  if (a.training && !a.detached) {
-    auto check = [u = std::move(result), dir = a.entry.dir]() mutable { return attach_result(std::move(u), dir); };
+  if (a.kind != Attempt::Kind::command && !a.detached) {
+    auto check = [u = std::move(result), dir = a.entry.dir, known = a.kind == Attempt::Kind::training]() mutable {
+      std::error_code ec;
+      if (!known && !fs::exists(fs::path(dir) / kInputFile, ec)) return u;  // a resumed command job
+      return attach_result(std::move(u), dir);
+    };
     result = co_await io_.run(std::move(check));
   }
   const std::string job_id = a.entry.job_id;

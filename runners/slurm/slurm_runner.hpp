@@ -161,7 +161,8 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   // Re-attaches to a journaled attempt: tracks entry.slurm_job_id like run() does after submission, ships
   // output from `from`, and returns the final update (a training attempt, recognised by the input.json in
   // its directory, gets its result.json checked as in run()). Returns `failed` at once when the job id is already
-  // tracked here.
+  // tracked here. Tracking starts at the call, not when the result is first awaited (no frame or I/O of its
+  // own before that): await what it returns, the only way to the job's final update.
   boost::asio::awaitable<JobUpdate> resume(JournalEntry entry, JobReporter& reporter, OutputOffsets from = {});
 
   // Gives up a journaled attempt (from in_flight()) the control plane no longer wants: scancel (one try,
@@ -234,7 +235,7 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   // Reads MaxArraySize from `scontrol show config` once, and caps the batch size by it.
   boost::asio::awaitable<void> read_array_cap();
   static void sent(Waiting& w, Result<Sent> outcome);
-  // For start() and attach(): sets `ended` to `u`, the final update of an attempt that is not tracked; nullptr.
+  // For start(): sets `ended` to `u`, the final update of an attempt that is not tracked; nullptr.
   static Attempt* not_started(JobUpdate& ended, JobUpdate u) {
     ended = std::move(u);
     return nullptr;
@@ -245,22 +246,20 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   // Submits `sub` for `a` and starts tracking it (nullopt), or ends `a` untracked and returns its final update.
   boost::asio::awaitable<std::optional<JobUpdate>> submit_and_track(Attempt& a, Submission sub);
   std::optional<JobUpdate> refusal(const JobSpec& spec) const;
-  // What track() follows: a job to submit (run) or one a previous agent submitted (resume); and, when it could
-  // not be tracked, its final update (set by start() or attach()).
+  // A job run() was given and its final update when it could not be tracked (set by start()).
   struct Origin {
-    std::variant<JobSpec, JournalEntry> what;
+    JobSpec spec;
     JobUpdate ended;
   };
-  // track()'s first step: start() for a JobSpec, attach() for a JournalEntry (moved out of `origin`).
-  boost::asio::awaitable<Attempt*> begin(Origin& origin, JobReporter& reporter, OutputOffsets from);
-  // The coroutine of one job from run() or resume() to its final update.
-  boost::asio::awaitable<JobUpdate> track(std::unique_ptr<Origin> origin, JobReporter& reporter, OutputOffsets from);
+  // The coroutine of one job from run() or resume() to its final update: start() for `origin` first, when
+  // `tracked` is null (run), else follows `tracked` (resume: attach() made it, and `origin` is null).
+  boost::asio::awaitable<JobUpdate> track(std::unique_ptr<Origin> origin, Attempt* tracked, JobReporter& reporter);
   // track() once the job has ended: the rest of its output, its result (training), forgetting it.
   boost::asio::awaitable<JobUpdate> finish_following(Attempt& a);
-  // resume() up to tracking: tracks `entry` as a new Attempt and returns it, or returns nullptr with `ended` set
-  // when the attempt is tracked already.
-  boost::asio::awaitable<Attempt*> attach(JournalEntry entry, JobReporter& reporter, OutputOffsets from,
-                                          JobUpdate& ended);
+  // resume() up to tracking, without suspending (ten thousand of them at a restart make no I/O and no frame of
+  // their own): tracks `entry` as a new Attempt and returns it, or the final update `failed` when the job is
+  // tracked here already.
+  std::variant<Attempt*, JobUpdate> attach(JournalEntry entry, JobReporter& reporter, OutputOffsets from);
   boost::asio::awaitable<void> ship_output(Attempt& a, bool to_end);
   JobUpdate end_without_tracking(const std::string& job_id, const std::filesystem::path& dir, JobUpdate u);
   void start_tracking(Attempt& a);
