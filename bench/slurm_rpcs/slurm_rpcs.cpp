@@ -200,7 +200,9 @@ void track_held(asio::io_context& ioc, SlurmRunner& runner, JobReporter& reporte
   for (std::size_t i = 0; i < ids.size(); ++i) {
     std::string job = bench_job_id(prefix, i);
     std::string lease = "lse_" + job.substr(4);
-    JournalEntry e{job, 1, lease, ids[i], dir / (job + "-1"), WallClock::now(), held_job_name(i)};
+    // The held jobs may come from an earlier run (NYMPH_BENCH_HELD_FILE): the lower bound of their submit time the
+    // tracker checks rows against is a day back.
+    JournalEntry e{job, 1, lease, ids[i], dir / (job + "-1"), WallClock::now() - std::chrono::hours(24), held_job_name(i)};
     asio::co_spawn(ioc, runner.resume(e, reporter), rethrow_error);
   }
 }

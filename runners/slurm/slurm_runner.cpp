@@ -181,7 +181,7 @@ NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 // inputs stay on the heap until start() has used them.
 asio::awaitable<JobUpdate> SlurmRunner::track(std::unique_ptr<Origin> origin, Attempt* tracked, JobReporter& reporter) {
   if (!tracked) {
-    tracked = co_await start(std::move(origin->spec), reporter, origin->ended);
+    tracked = co_await begin(*origin, reporter);
     if (!tracked) co_return std::move(origin->ended);
     origin.reset();
   }
@@ -199,6 +199,12 @@ asio::awaitable<JobUpdate> SlurmRunner::track(std::unique_ptr<Origin> origin, At
     co_await a.wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
   co_return co_await finish_following(a);
+}
+
+// Not a coroutine: the JobSpec goes straight into start()'s frame. Passed by value inside track(), it would be a
+// temporary of track()'s own frame (GCC keeps it there for the job's whole life).
+asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::begin(Origin& origin, JobReporter& reporter) {
+  return start(std::move(origin.spec), reporter, origin.ended);
 }
 
 asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::start(JobSpec spec, JobReporter& reporter, JobUpdate& ended) {

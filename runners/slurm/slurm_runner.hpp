@@ -251,6 +251,8 @@ class SlurmRunner final : public Runner, public ResumableRunner {
     JobSpec spec;
     JobUpdate ended;
   };
+  // track()'s first step for run(): start() with the JobSpec moved out of `origin`.
+  boost::asio::awaitable<Attempt*> begin(Origin& origin, JobReporter& reporter);
   // The coroutine of one job from run() or resume() to its final update: start() for `origin` first, when
   // `tracked` is null (run), else follows `tracked` (resume: attach() made it, and `origin` is null).
   boost::asio::awaitable<JobUpdate> track(std::unique_ptr<Origin> origin, Attempt* tracked, JobReporter& reporter);
