@@ -33,6 +33,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
@@ -119,20 +120,18 @@ std::map<std::string, long> diff(const std::map<std::string, long>& before, cons
   return d;
 }
 
-long rss_kib() {
+// A "Vm...:" figure of /proc/self/status in KiB (-1 when missing).
+long status_kib(std::string_view field) {
   std::ifstream in("/proc/self/status");
   for (std::string l; std::getline(in, l);)
-    if (l.rfind("VmRSS:", 0) == 0) return std::stol(l.substr(6));
+    if (l.rfind(field, 0) == 0) return std::stol(l.substr(field.size()));
   return -1;
 }
 
+long rss_kib() { return status_kib("VmRSS:"); }
+
 // VmHWM: the peak RSS since the process started or since reset_peak_rss().
-long peak_rss_kib() {
-  std::ifstream in("/proc/self/status");
-  for (std::string l; std::getline(in, l);)
-    if (l.rfind("VmHWM:", 0) == 0) return std::stol(l.substr(6));
-  return -1;
-}
+long peak_rss_kib() { return status_kib("VmHWM:"); }
 
 // Resets VmHWM to the current RSS (Linux >= 4.0: "5" to /proc/self/clear_refs).
 void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
@@ -391,6 +390,30 @@ std::vector<std::string> held_jobs_kept(const std::string& file, int n) {
   return ids;
 }
 
+// Submits `n` held jobs one sbatch each and, for comparison, one array of `n` held tasks (cancelled at once);
+// prints the time and slurmctld RPCs of each; returns the held jobs' ids.
+std::vector<std::string> submit_held_timed(int n) {
+  auto rpcs_before = rpc_counts();
+  auto t0 = std::chrono::steady_clock::now();
+  auto ids = submit_held(n);
+  double submit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto submit_rpcs = diff(rpcs_before, rpc_counts());
+  rpcs_before = rpc_counts();
+  t0 = std::chrono::steady_clock::now();
+  auto array_out = run_text("sbatch --parsable --hold --job-name=nymph-bench-array --chdir=/tmp --output=/dev/null "
+                            "--array=0-" + std::to_string(n - 1) + " --wrap=true");
+  double array_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto array_rpcs = diff(rpcs_before, rpc_counts());
+  auto array_id = parse_sbatch_output(array_out);
+  if (!array_id) throw std::runtime_error("sbatch --array: " + array_id.error().message);
+  run_text("scancel " + *array_id);
+  std::printf("N=%d\n  submit: %d sbatch calls %.1f s (%.2f ms each), slurmctld RPCs %ld (%s); one sbatch --array of "
+              "%d tasks %.3f s, RPCs %ld (%s)\n",
+              n, n, submit_s, submit_s * 1000 / n, total_of(submit_rpcs), by_type_text(submit_rpcs, 1).c_str(), n,
+              array_s, total_of(array_rpcs), by_type_text(array_rpcs, 1).c_str());
+  return ids;
+}
+
 void bench(int n, int cycles, int sample, int idle_s, const std::filesystem::path& base) {
   // NYMPH_BENCH_HELD_FILE=F: the held jobs are kept (not cancelled) in F for the next run, which reuses them
   // (no submission figures then): to measure tracking again without 10 000 sbatch calls.
@@ -400,24 +423,7 @@ void bench(int n, int cycles, int sample, int idle_s, const std::filesystem::pat
   if (!ids.empty()) {
     std::printf("N=%d\n  submit: not measured, %d held jobs kept from %s\n", n, n, kept_in.c_str());
   } else {
-    auto rpcs_before = rpc_counts();
-    auto t0 = std::chrono::steady_clock::now();
-    ids = submit_held(n);
-    double submit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    auto submit_rpcs = diff(rpcs_before, rpc_counts());
-    rpcs_before = rpc_counts();
-    t0 = std::chrono::steady_clock::now();
-    auto array_out = run_text("sbatch --parsable --hold --job-name=nymph-bench-array --chdir=/tmp --output=/dev/null "
-                              "--array=0-" + std::to_string(n - 1) + " --wrap=true");
-    double array_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    auto array_rpcs = diff(rpcs_before, rpc_counts());
-    auto array_id = parse_sbatch_output(array_out);
-    if (!array_id) throw std::runtime_error("sbatch --array: " + array_id.error().message);
-    run_text("scancel " + *array_id);
-    std::printf("N=%d\n  submit: %d sbatch calls %.1f s (%.2f ms each), slurmctld RPCs %ld (%s); one sbatch --array of "
-                "%d tasks %.3f s, RPCs %ld (%s)\n",
-                n, n, submit_s, submit_s * 1000 / n, total_of(submit_rpcs), by_type_text(submit_rpcs, 1).c_str(), n,
-                array_s, total_of(array_rpcs), by_type_text(array_rpcs, 1).c_str());
+    ids = submit_held_timed(n);
     if (held_file) {
       std::ofstream out(kept_in);
       for (const auto& id : ids) out << id << '\n';
