@@ -10,7 +10,9 @@
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -29,34 +31,47 @@ inline std::string read_proc(int pid, const char* name) {
   return out;
 }
 
-// Pids of the live (not zombie) processes with `marker` as one whole argument, one per copy (a process whose
-// parent also carries it is not counted) (so a shell or a CLI that only
-// carries it inside a longer string, such as `submit --command "... marker"`, does not count).
+// The copies among marked processes, given each one's parent pid: a process whose parent is also marked is part
+// of its parent's copy (an ASan build's LeakSanitizer clones the process at exit), so only the others count.
+inline std::set<int> copies_among(const std::map<int, int>& parent_of_marked) {
+  std::set<int> copies;
+  for (auto [pid, ppid] : parent_of_marked)
+    if (!parent_of_marked.contains(ppid)) copies.insert(pid);
+  return copies;
+}
+
+// The parent pid in a /proc/<pid>/stat line, and whether the process is a zombie; nullopt for an empty or
+// malformed line (the process is gone).
+struct ProcStat {
+  int ppid = 0;
+  bool zombie = false;
+};
+inline std::optional<ProcStat> parse_proc_stat(const std::string& line) {
+  auto close = line.rfind(')');  // comm may hold spaces and parentheses: the state follows the last ')'
+  if (close == std::string::npos || close + 4 > line.size()) return std::nullopt;
+  return ProcStat{std::atoi(line.c_str() + close + 4), line[close + 2] == 'Z'};
+}
+
+// Pids of the live (not zombie) processes with `marker` as one whole argument, one per copy (see copies_among);
+// a shell or a CLI that only carries it inside a longer string, such as `submit --command "... marker"`, does not
+// count. Each process's stat is read once: its parent pid comes from the same read as its state, so a
+// LeakSanitizer clone that exits between two reads is still its parent's, not a copy of its own.
 inline std::set<int> processes_with(const std::string& marker) {
-  std::set<int> out;
+  std::map<int, int> parent_of_marked;
   DIR* proc = ::opendir("/proc");
-  if (!proc) return out;
+  if (!proc) return {};
+  const std::string whole = std::string(1, '\0') + marker + std::string(1, '\0');
   while (dirent* e = ::readdir(proc)) {
     int pid = std::atoi(e->d_name);
     if (pid <= 0) continue;
     std::string text = read_proc(pid, "cmdline");
-    const std::string whole = std::string(1, '\0') + marker + std::string(1, '\0');
     if ((std::string(1, '\0') + text).find(whole) == std::string::npos) continue;  // cmdline ends each argument with NUL
-    std::string line = read_proc(pid, "stat");
-    auto close = line.rfind(')');
-    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') continue;
-    out.insert(pid);
+    auto stat = parse_proc_stat(read_proc(pid, "stat"));
+    if (!stat || stat->zombie) continue;
+    parent_of_marked[pid] = stat->ppid;
   }
   ::closedir(proc);
-  // A child of a copy is part of that copy (an ASan build's LeakSanitizer clones the process at exit).
-  std::set<int> copies;
-  for (int pid : out) {
-    std::string stat = read_proc(pid, "stat");
-    auto close = stat.rfind(')');
-    int ppid = close == std::string::npos ? 0 : std::atoi(stat.c_str() + std::min(stat.size(), close + 4));
-    if (!out.contains(ppid)) copies.insert(pid);
-  }
-  return copies;
+  return copies_among(parent_of_marked);
 }
 
 // Samples processes_with(marker) every 10 ms on its own thread until destroyed; keeps the largest count seen
