@@ -1,13 +1,16 @@
 #include "platform/spawn.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 
 extern char** environ;
 
@@ -77,13 +80,16 @@ struct LinuxDirent64 {
   char d_name[1];  // NUL-terminated, d_reclen bounds the record
 };
 
-// In the forked child: closes every descriptor from 3 on but `keep`, with system calls only (close_range, or
-// a getdents64 walk of /proc/self/fd on kernels without it). Returns an errno value, 0 on success.
-int close_all_but(int keep) {
-  bool ranged = ::syscall(SYS_close_range, 3u, static_cast<unsigned>(keep - 1), 0u) == 0 &&
-                ::syscall(SYS_close_range, static_cast<unsigned>(keep + 1), ~0u, 0u) == 0;
-  if (keep <= 3) ranged = ::syscall(SYS_close_range, static_cast<unsigned>(keep + 1), ~0u, 0u) == 0;
-  if (ranged) return 0;
+// The child of die_with_parent()'s spawn shares this process's memory (CLONE_VM): it must not write anything
+// of it but its own stack and ChildPlan::failed_errno, so it runs only these functions, uninstrumented (a
+// sanitizer's shadow writes from the child would stay behind in the parent), with raw system calls (no libc
+// wrapper that keeps state; errno is the suspended calling thread's, which nothing reads meanwhile).
+#define NYMPH_SHARED_MEMORY_CHILD __attribute__((no_sanitize("address", "undefined"), noinline))
+
+// In the child: closes every descriptor from 3 on, with system calls only (close_range, or a getdents64 walk
+// of /proc/self/fd on kernels without it). Returns an errno value, 0 on success.
+NYMPH_SHARED_MEMORY_CHILD int close_from_3() {
+  if (::syscall(SYS_close_range, 3u, ~0u, 0u) == 0) return 0;
   int dir = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir < 0) return errno;
   alignas(LinuxDirent64) char buf[4096];
@@ -100,63 +106,86 @@ int close_all_but(int keep) {
         if (*c < '0' || *c > '9') number = false;
         else fd = fd * 10 + (*c - '0');
       }
-      if (number && fd > 2 && fd != keep && fd != dir) ::syscall(SYS_close, fd);
+      if (number && fd > 2 && fd != dir) ::syscall(SYS_close, fd);
     }
   }
   ::syscall(SYS_close, dir);
   return 0;
 }
 
-// posix_spawn's job done by hand for die_with_parent(): fork (all signals blocked), in the child only system
-// calls: default dispositions, own group or session, PR_SET_PDEATHSIG, standard streams, no other descriptor,
-// working directory, empty mask, execve; a failed step's errno goes back through a close-on-exec pipe.
-int fork_exec(pid_t& pid, const char* executable, const SpawnSetup& setup, int in, int out, int err,
-              const char* working_dir, Grouping grouping, char* const* argv, char* const* envp) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return errno;
-  Fd report_read = above_stdio(fds[0]);
-  Fd report_write = above_stdio(fds[1]);
-  if (!report_read || !report_write) return errno ? errno : EMFILE;
+// What the child needs, on the parent's stack (read by the child), and the one word it writes back.
+struct ChildPlan {
+  const char* executable;
+  char* const* argv;
+  char* const* envp;
+  int in, out, err;
+  const char* working_dir;
+  Grouping grouping;
+  pid_t parent;
+  int failed_errno = 0;  // set by the child when a step or the exec fails; read once clone() has returned
+};
+
+// The kernel's struct sigaction (rt_sigaction(2)); SIG_DFL needs no restorer.
+struct KernelSigaction {
+  void (*handler)(int);
+  unsigned long flags;
+  void (*restorer)();
+  unsigned long mask;
+};
+
+[[noreturn]] NYMPH_SHARED_MEMORY_CHILD void fail(ChildPlan& plan, int e) {
+  plan.failed_errno = e != 0 ? e : ECHILD;
+  ::syscall(SYS_exit_group, 127);
+  __builtin_unreachable();
+}
+
+// The child: default dispositions, own group or session, PR_SET_PDEATHSIG, standard streams, no other
+// descriptor, working directory, empty mask, execve. Runs with every signal blocked until that last mask.
+NYMPH_SHARED_MEMORY_CHILD int child_main(void* arg) {
+  auto& plan = *static_cast<ChildPlan*>(arg);
+  const KernelSigaction dfl{SIG_DFL, 0, nullptr, 0};
+  for (int sig = 1; sig < NSIG; ++sig)
+    ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof dfl.mask);  // EINVAL for KILL/STOP: fine
+  if (::syscall(plan.grouping == Grouping::session ? SYS_setsid : SYS_setpgid, 0, 0) < 0) fail(plan, errno);
+  if (::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail(plan, errno);
+  if (::syscall(SYS_getppid) != plan.parent) fail(plan, ESRCH);  // the agent died before the prctl took effect
+  // in/out/err are above 2 (above_stdio), so dup3 never sees equal descriptors.
+  if (::syscall(SYS_dup3, plan.in, 0, 0) < 0 || ::syscall(SYS_dup3, plan.out, 1, 0) < 0 ||
+      ::syscall(SYS_dup3, plan.err, 2, 0) < 0)
+    fail(plan, errno);
+  if (int e = close_from_3()) fail(plan, e);
+  if (plan.working_dir != nullptr && ::syscall(SYS_chdir, plan.working_dir) != 0) fail(plan, errno);
+  const unsigned long none = 0;
+  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, sizeof none);
+  ::syscall(SYS_execve, plan.executable, plan.argv, plan.envp);
+  fail(plan, errno);
+}
+
+// posix_spawn's job done by hand for die_with_parent(), the way glibc does it: clone(CLONE_VM | CLONE_VFORK)
+// onto a stack of its own, so no page table is copied and this thread resumes once the child has exec'd or
+// exited; a failed step's errno comes back in shared memory, and that child is reaped here. All signals are
+// blocked around the clone: no handler of this process ever runs in the child.
+int fork_exec(pid_t& pid, const char* executable, int in, int out, int err, const char* working_dir,
+              Grouping grouping, char* const* argv, char* const* envp) {
+  ChildPlan plan{executable, argv, envp, in, out, err, working_dir, grouping, ::getpid()};
+  // The child's own stack, as glibc's posix_spawn maps one (only the pages it touches cost memory).
+  constexpr std::size_t stack_size = 64 * 1024;
+  void* stack = ::mmap(nullptr, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return errno;
   sigset_t all, old;
   ::sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  const pid_t parent = ::getpid();
-  const pid_t child = ::fork();
-  if (child == 0) {
-    const int report = report_write.get();
-    auto die = [report](int e) {
-      ::write(report, &e, sizeof e);
-      ::_exit(127);
-    };
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);  // EINVAL for KILL/STOP: fine
-    if ((grouping == Grouping::session ? ::setsid() : ::setpgid(0, 0)) < 0) die(errno);
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(errno);
-    if (::getppid() != parent) ::_exit(127);  // the agent died before the prctl took effect
-    if (::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) die(errno);
-    if (int e = close_all_but(report)) die(e);
-    if (working_dir != nullptr && ::chdir(working_dir) != 0) die(errno);
-    sigset_t none;
-    ::sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execve(executable, argv, envp);
-    die(errno);
-  }
-  const int fork_errno = errno;
+  const pid_t child =
+      ::clone(child_main, static_cast<char*>(stack) + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
+  const int clone_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  (void)setup;
-  if (child < 0) return fork_errno;
-  report_write = Fd();  // our copy: the read below ends at the child's exec (close-on-exec) or report
-  int child_errno = 0;
-  ssize_t n;
-  do n = ::read(report_read.get(), &child_errno, sizeof child_errno);
-  while (n < 0 && errno == EINTR);
-  if (n == static_cast<ssize_t>(sizeof child_errno)) {
+  ::munmap(stack, stack_size);
+  if (child < 0) return clone_errno;
+  if (plan.failed_errno != 0) {
     int status;
     while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
-    return child_errno != 0 ? child_errno : ECHILD;
+    return plan.failed_errno;
   }
   pid = child;
   return 0;
@@ -179,7 +208,7 @@ int spawn(pid_t& pid, const std::string& executable, const SpawnSetup& setup, co
     envp.push_back(nullptr);
   }
   if (setup.dies_with_parent())
-    return fork_exec(pid, executable.c_str(), setup, setup.in_, setup.out_, setup.err_,
+    return fork_exec(pid, executable.c_str(), setup.in_, setup.out_, setup.err_,
                      setup.working_dir_ ? setup.working_dir_->c_str() : nullptr, setup.grouping_,
                      const_cast<char* const*>(args.data()), env ? const_cast<char* const*>(envp.data()) : environ);
   return ::posix_spawn(&pid, executable.c_str(), setup.actions(), setup.attributes(),

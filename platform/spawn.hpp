@@ -66,8 +66,9 @@ class SpawnSetup {
   // A5 (issue 15): the child gets PR_SET_PDEATHSIG(SIGKILL): it is killed when the thread that spawned it
   // exits (the agent's io_context thread, i.e. the agent), so a SIGKILLed agent leaves no job running while
   // the control plane re-queues it. Only the child itself: its descendants are not covered (they survive
-  // unless the child's death ends them). posix_spawn cannot do this, so spawn() then forks (no code but
-  // system calls runs in the child) and reports a failed exec the same way. Call after prepare().
+  // unless the child's death ends them). posix_spawn cannot do this, so spawn() then does posix_spawn's work
+  // itself, as glibc does (clone with CLONE_VM | CLONE_VFORK: no page table copied, no code but system calls
+  // in the child) and reports a failed exec the same way. Call after prepare().
   void die_with_parent() { die_with_parent_ = true; }
   bool dies_with_parent() const { return die_with_parent_; }
 
@@ -77,7 +78,7 @@ class SpawnSetup {
  private:
   posix_spawnattr_t attr_;
   posix_spawn_file_actions_t actions_;
-  // What prepare() was given, for the fork path of die_with_parent().
+  // What prepare() was given, for die_with_parent()'s own clone path.
   int in_ = -1, out_ = -1, err_ = -1;
   std::optional<std::string> working_dir_;
   Grouping grouping_ = Grouping::process_group;
