@@ -190,17 +190,35 @@ try:
           f"({'met' if pct(seen, 50) <= budget else 'missed'})")
 
     commits0 = commits()
+    t0 = time.perf_counter()
     ids = [api("POST", "/v1/jobs", {"runner": "process", "argv": ["/bin/true"]})["id"] for _ in range(THROUGHPUT_JOBS)]
+    submit_rate = THROUGHPUT_JOBS / (time.perf_counter() - t0)
     jobs = [wait_final(i) for i in ids]
     throughput_commits = (commits() - commits0) / THROUGHPUT_JOBS
     span = max(ts(j["finishedAt"]) for j in jobs) - min(ts(j["createdAt"]) for j in jobs)
     ok = sum(j["state"] == "succeeded" for j in jobs)
-    rate = THROUGHPUT_JOBS / span
-    print(f"/bin/true throughput ({THROUGHPUT_JOBS} queued, 2 in flight): {rate:.0f} jobs/s "
-          f"({ok} succeeded), control-plane commits per job {throughput_commits:.2f}")
+    streamed_rate = THROUGHPUT_JOBS / span
+    print(f"/bin/true throughput ({THROUGHPUT_JOBS} submitted one after another while the agent runs them, 2 in "
+          f"flight): {streamed_rate:.0f} jobs/s ({ok} succeeded), control-plane commits per job "
+          f"{throughput_commits:.2f}; the client's submissions alone went at {submit_rate:.0f}/s")
+
+    # The same jobs queued first (the agent SIGSTOPped meanwhile), then run: the agent and control plane alone,
+    # not bounded by this client's submission rate. From SIGCONT to the last finishedAt (one clock: this machine).
+    agent.send_signal(signal.SIGSTOP)
+    ids = [api("POST", "/v1/jobs", {"runner": "process", "argv": ["/bin/true"]})["id"] for _ in range(THROUGHPUT_JOBS)]
+    commits0 = commits()
+    resumed = time.time()
+    agent.send_signal(signal.SIGCONT)
+    jobs = [wait_final(i) for i in ids]
+    queued_commits = (commits() - commits0) / THROUGHPUT_JOBS
+    ok = sum(j["state"] == "succeeded" for j in jobs)
+    rate = THROUGHPUT_JOBS / (max(ts(j["finishedAt"]) for j in jobs) - resumed)
+    print(f"/bin/true throughput ({THROUGHPUT_JOBS} queued before the agent resumes, 2 in flight): {rate:.0f} jobs/s "
+          f"({ok} succeeded), control-plane commits per job {queued_commits:.2f}")
     print(f"  this machine, same run: posix_spawn/wait of /bin/true with 2 in flight {spawn_rate2:.0f}/s; target "
-          f"(issue 17) >= 0.5 x that = {0.5 * spawn_rate2:.0f} jobs/s: {rate / spawn_rate2:.2f}x the bare rate "
-          f"({'met' if rate >= 0.5 * spawn_rate2 else 'missed'})")
+          f"(issue 17) >= 0.5 x that = {0.5 * spawn_rate2:.0f} jobs/s: queued {rate / spawn_rate2:.2f}x the bare rate "
+          f"({'met' if rate >= 0.5 * spawn_rate2 else 'missed'}); submitted while running "
+          f"{streamed_rate / spawn_rate2:.2f}x")
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
     if SHORT_ONLY:
         sys.exit(0)

@@ -2,6 +2,7 @@
 // failures are storage outages (StorageError) and which are bugs (std::logic_error).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -158,4 +159,38 @@ TEST(Sql, RollbackQuietlyUndoesAnOpenTransactionOnly) {
   auto q = db.query("SELECT COUNT(*) FROM t");
   ASSERT_TRUE(q.step());
   EXPECT_EQ(q.i64(0), 0);
+}
+
+namespace {
+
+// The files this process holds open whose path contains `part` (a deleted temp file included: its link reads
+// "/var/tmp/etilqs_... (deleted)").
+int open_files_named(const std::string& part) {
+  int n = 0;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    auto target = std::filesystem::read_symlink(fd.path(), ec);
+    if (!ec && target.string().find(part) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+// The DB thread runs each operation in a savepoint. A savepoint that changes more than 64 KiB of existing pages
+// would spill its sub-journal to a new temp file (SQLite's "etilqs_" files: an inode created and freed on busy
+// batches); with temp_store=MEMORY it stays in memory.
+TEST(Sql, ASavepointChangingManyPagesOpensNoTempFile) {
+  TempDir dir("nymph-sql");
+  auto db = sql::Connection::open((dir.path() / "t.db").string());
+  db.exec("CREATE TABLE t(i INTEGER PRIMARY KEY, s TEXT)");
+  db.exec("BEGIN");
+  for (int i = 0; i < 2000; ++i) db.query("INSERT INTO t(s) VALUES(?)").bind(std::string(500, 'x')).run();
+  db.exec("COMMIT");  // about 1 MB of pages that exist before the savepoint below
+  db.exec("BEGIN");
+  db.exec("SAVEPOINT op");
+  db.exec("UPDATE t SET s = s || 'y'");
+  EXPECT_EQ(open_files_named("etilqs"), 0);
+  db.exec("RELEASE op");
+  db.exec("ROLLBACK");
 }
