@@ -5,6 +5,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -15,6 +16,7 @@
 #include "agent/job_mapping.hpp"
 #include "agent/lease_clock.hpp"
 #include "agent/status_file.hpp"
+#include "agent/status_pacer.hpp"
 #include "common/coroutine_warning.hpp"
 #include "common/spawn.hpp"
 #include "nymph/version.hpp"
@@ -46,7 +48,8 @@ struct Daemon::Impl {
         lifecycle(settings.lifecycle, Clock::now()),
         backoff({settings.backoff_initial, settings.backoff_max}),
         state_changed(ex),
-        background_done(ex) {
+        background_done(ex),
+        status_timer(ex) {
     for (const auto& [name, runner] : runners)
       if (auto* resumable = runner->resumable())
         for (auto& left : resumable->in_flight()) adopt(name, runner, std::move(left));
@@ -96,6 +99,8 @@ struct Daemon::Impl {
   bool exit_report_active = false;
   std::optional<Clock::time_point> delivery_deadline;  // A2: no delivery waits past this (set when stopping)
   std::string status_synced;  // state/exitReason last written to status.json with fsync
+  StatusPacer status_pacer{std::chrono::seconds(1)};  // a finished job's count update: at most one write a second
+  asio::steady_timer status_timer;                    // armed while a paced update is pending
   std::shared_ptr<int> alive = std::make_shared<int>(0);  // expires with the daemon: see on_trouble_change
   std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();
   std::optional<ChainStatus> chain_status;  // a kept launch's, for status.json
@@ -118,8 +123,23 @@ struct Daemon::Impl {
     return active_runs_where([&](const Attempt& a) { return a.runner_name == runner_name; });
   }
 
-  void write_status() {
+  // Rewrites status.json now, unless `paced` (only the running-jobs count changed) and the last write is less
+  // than the pacer's gap old: then once at the end of that gap, with whatever is current then.
+  void write_status(bool paced = false) {
     if (settings.status_file.empty()) return;
+    const auto now = Clock::now();
+    // Once exited nothing is paced: no timer may hold the io_context open after the daemon's end.
+    if (paced && lifecycle.phase() != Phase::exited && !status_pacer.change(now)) {
+      if (auto due = status_pacer.deferred(); due && status_timer.expiry() != *due) {
+        status_timer.expires_at(*due);
+        status_timer.async_wait([this, alive = std::weak_ptr<int>(alive)](boost::system::error_code ec) {
+          if (!ec && alive.lock() && status_pacer.deferred()) write_status();
+        });
+      }
+      return;
+    }
+    status_pacer.wrote(now);
+    status_timer.cancel();  // this write carries the pending update, if any: no timer outlives the daemon's end
     DaemonStatus st{.pid = static_cast<int>(::getpid()),
                     .launch_id = settings.launch_id,
                     .label = settings.label,
@@ -592,7 +612,7 @@ struct Daemon::Impl {
     leases.forget(id);
     attempts.erase(id);
     state_changed.notify();
-    write_status();
+    write_status(/*paced=*/true);
   }
 
   // Delivers one attempt's events and logs (see deliver()), then lets the attempt go when its run is over.
