@@ -82,6 +82,10 @@ def wait_final(job_id):
         if j["state"] in ("succeeded", "failed", "cancelled", "lost"):
             return j
 
+def submit_true_jobs(n):
+    """Submits n /bin/true process jobs one after another; returns their ids."""
+    return [api("POST", "/v1/jobs", {"runner": "process", "argv": ["/bin/true"]})["id"] for _ in range(n)]
+
 def baseline(program, *mode):
     """p50 and p99 in ms of one /bin/true run, as printed by nymph-spawn-baseline / nymph-runner-overhead."""
     out = subprocess.run([program, *mode, "500", "/bin/true"], check=True, capture_output=True, text=True).stdout.split()
@@ -191,7 +195,7 @@ try:
 
     commits0 = commits()
     t0 = time.perf_counter()
-    ids = [api("POST", "/v1/jobs", {"runner": "process", "argv": ["/bin/true"]})["id"] for _ in range(THROUGHPUT_JOBS)]
+    ids = submit_true_jobs(THROUGHPUT_JOBS)
     submit_rate = THROUGHPUT_JOBS / (time.perf_counter() - t0)
     jobs = [wait_final(i) for i in ids]
     throughput_commits = (commits() - commits0) / THROUGHPUT_JOBS
@@ -205,7 +209,7 @@ try:
     # The same jobs queued first (the agent SIGSTOPped meanwhile), then run: the agent and control plane alone,
     # not bounded by this client's submission rate. From SIGCONT to the last finishedAt (one clock: this machine).
     agent.send_signal(signal.SIGSTOP)
-    ids = [api("POST", "/v1/jobs", {"runner": "process", "argv": ["/bin/true"]})["id"] for _ in range(THROUGHPUT_JOBS)]
+    ids = submit_true_jobs(THROUGHPUT_JOBS)
     commits0 = commits()
     resumed = time.time()
     agent.send_signal(signal.SIGCONT)

@@ -52,14 +52,14 @@ inline std::optional<ProcStat> parse_proc_stat(const std::string& line) {
   return ProcStat{std::atoi(line.c_str() + close + 4), line[close + 2] == 'Z'};
 }
 
-// Pids of the live (not zombie) processes with `marker` as one whole argument, one per copy (see copies_among);
-// a shell or a CLI that only carries it inside a longer string, such as `submit --command "... marker"`, does not
-// count. Each process's stat is read once: its parent pid comes from the same read as its state, so a
-// LeakSanitizer clone that exits between two reads is still its parent's, not a copy of its own.
-inline std::set<int> processes_with(const std::string& marker) {
+// The live (not zombie) processes with `marker` as one whole argument, each with its parent pid; a shell or a
+// CLI that only carries it inside a longer string, such as `submit --command "... marker"`, is not one. Each
+// process's stat is read once: its parent pid comes from the same read as its state, so a LeakSanitizer clone
+// that exits between two reads is still its parent's, not a copy of its own.
+inline std::map<int, int> marked_processes(const std::string& marker) {
   std::map<int, int> parent_of_marked;
   DIR* proc = ::opendir("/proc");
-  if (!proc) return {};
+  if (!proc) return parent_of_marked;
   const std::string whole = std::string(1, '\0') + marker + std::string(1, '\0');
   while (dirent* e = ::readdir(proc)) {
     int pid = std::atoi(e->d_name);
@@ -71,8 +71,11 @@ inline std::set<int> processes_with(const std::string& marker) {
     parent_of_marked[pid] = stat->ppid;
   }
   ::closedir(proc);
-  return copies_among(parent_of_marked);
+  return parent_of_marked;
 }
+
+// Pids of the processes with `marker`, one per copy (marked_processes, counted by copies_among).
+inline std::set<int> processes_with(const std::string& marker) { return copies_among(marked_processes(marker)); }
 
 // Samples processes_with(marker) every 10 ms on its own thread until destroyed; keeps the largest count seen
 // at one instant and every pid seen.

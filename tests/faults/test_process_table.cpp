@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -51,19 +52,11 @@ TEST(ProcessTable, RealProcessesAMarkedShellAndItsSubshellAreOneCopyATwinIsTwo) 
     return pid;
   };
   pid_t first = spawn_marked("(while :; do sleep 30; done) & wait");
-  // Once the subshell is there (a child of `first` with the same argv), the two are one copy.
+  // Once the subshell is there (a second marked process: a child of `first` with the same argv), the two are
+  // one copy.
   auto subshell_is_up = [&] {
-    const std::string argv = nymph::faults::read_proc(first, "cmdline");
-    DIR* proc = ::opendir("/proc");
-    bool found = false;
-    while (dirent* e = proc ? ::readdir(proc) : nullptr) {
-      int pid = std::atoi(e->d_name);
-      auto stat = parse_proc_stat(nymph::faults::read_proc(pid, "stat"));
-      found = found || (pid > 0 && pid != first && stat && stat->ppid == first &&
-                        nymph::faults::read_proc(pid, "cmdline") == argv);
-    }
-    if (proc) ::closedir(proc);
-    return found;
+    auto marked = nymph::faults::marked_processes(marker);
+    return marked.size() == 2 && std::any_of(marked.begin(), marked.end(), [&](auto p) { return p.second == first; });
   };
   ASSERT_TRUE(nymph::faults::wait_until(subshell_is_up, 10s));
   EXPECT_EQ(processes_with(marker), std::set<int>{first});
