@@ -545,13 +545,22 @@ struct Daemon::Impl {
                    : "this worker's allocation ends within its walltime lead";
   }
 
+  // The runner's coroutine for `a`: its spec (or the record of an attempt left running) goes straight into the
+  // runner's own frame. Not a coroutine, so that run_attempt()'s frame, kept for the attempt's whole life, holds
+  // no copy of either.
+  static asio::awaitable<JobUpdate> start_run(Attempt* a) {
+    if (a->left_running) {
+      runners::InFlightAttempt left = std::move(*a->left_running);
+      a->left_running.reset();
+      return a->runner->resumable()->resume(std::move(left), a->reporter);
+    }
+    return a->runner->run(std::move(a->spec), a->reporter);
+  }
+
   asio::awaitable<void> run_attempt(Attempt* a) {
     JobUpdate final_update;
     try {
-      if (a->left_running)
-        final_update = co_await a->runner->resumable()->resume(*a->left_running, a->reporter);
-      else
-        final_update = co_await a->runner->run(a->spec, a->reporter);
+      final_update = co_await start_run(a);
     } catch (const std::exception& e) {
       final_update = JobUpdate{.state = JobState::failed, .message = std::string("runner error: ") + e.what()};
     }

@@ -3,7 +3,7 @@
 // Sans-io: the agent's shipper coroutine asks next_upload(), performs it, and reports the outcome.
 #include <chrono>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -83,10 +83,13 @@ class AttemptOutbox {
 
  private:
   // The bytes [acked, acked + size) of one stream, in chunks of at most max_chunk_ bytes, so that an
-  // acknowledgement drops a chunk instead of moving everything behind it.
+  // acknowledgement drops a chunk instead of moving everything behind it. Lists, not deques: an empty one
+  // allocates nothing (libstdc++'s deque allocates 576 bytes at construction), and a tracked Slurm job's
+  // outbox is empty nearly all its life; an element stays where it is while others are added (an Upload views
+  // the front one).
   struct StreamBuffer {
     std::uint64_t acked = 0;         // bytes the server has
-    std::deque<std::string> chunks;  // pending bytes; the first front_skip bytes of chunks.front() are acked
+    std::list<std::string> chunks;   // pending bytes; the first front_skip bytes of chunks.front() are acked
     std::size_t front_skip = 0;
     std::size_t size = 0;            // pending bytes in all chunks
     bool closed = false;             // close_stream(): nothing more is queued
@@ -101,7 +104,7 @@ class AttemptOutbox {
 
   std::size_t max_chunk_;
   std::chrono::milliseconds progress_hold_;
-  std::deque<OutboxEvent> events_;
+  std::list<OutboxEvent> events_;  // a list for the reason StreamBuffer's chunks are one
   StreamBuffer out_, err_;
   std::int64_t next_seq_ = 1;
   bool final_queued_ = false;

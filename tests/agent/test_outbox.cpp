@@ -5,6 +5,7 @@
 
 #include "agent/outbox.hpp"
 #include "agent/status_file.hpp"
+#include "allocation_counter.hpp"
 
 using namespace nymph::agent;
 using nymph::runners::JobState;
@@ -35,6 +36,20 @@ Received drain(AttemptOutbox& box, Received r = {}) {
   return r;
 }
 }  // namespace
+
+TEST(Outbox, AnEmptyOutboxAllocatesNothing) {
+  // Every attempt has one, and a tracked Slurm job's is empty nearly all its life: ten thousand of them must
+  // not hold a buffer each (libstdc++'s deque allocated 576 bytes at construction, three per outbox).
+  const std::size_t before = nymph::test::allocations_on_this_thread();
+  AttemptOutbox box(1 << 20, milliseconds(20));
+  EXPECT_EQ(nymph::test::allocations_on_this_thread() - before, 0u);
+  // ...and it is empty again once what was queued has been acknowledged.
+  box.push_event(JobUpdate{.state = JobState::running}, now, t0);
+  box.push_output(Stream::out, 0, "hello");
+  drain(box);
+  EXPECT_EQ(box.buffered_bytes(), 0u);
+  EXPECT_EQ(box.next_upload(t0 + std::chrono::seconds(1)), std::nullopt);
+}
 
 TEST(Outbox, ProgressEventsFirstFinalEventAfterAllLogs) {
   AttemptOutbox box(4);
