@@ -43,7 +43,7 @@ class HttpControlPlane final : public ControlPlane {
   asio::awaitable<CallResult<protocol::RegisterResponse>> register_worker(protocol::RegisterRequest r) override {
     auto reply = co_await call<protocol::RegisterResponse>(http::Method::post, protocol::workers_path(),
                                                            protocol::to_json_text(r), config_.request_timeout,
-                                                           "register", config_.token);
+                                                           "register", config_.token, false);
     if (reply) worker_token_ = std::exchange(reply->worker_token, {});
     co_return reply;
   }
@@ -53,20 +53,20 @@ class HttpControlPlane final : public ControlPlane {
     // The reply may take the whole hold; allow some slack for the network on top.
     co_return co_await call<protocol::PollResponse>(http::Method::post, protocol::poll_path(worker_id),
                                                     protocol::to_json_text(r), hold + std::chrono::seconds(15),
-                                                    "poll", worker_credential());
+                                                    "poll", worker_credential(), false);
   }
 
   asio::awaitable<CallResult<protocol::EventResponse>> send_event(std::string job_id, protocol::EventRequest e) override {
     co_return co_await call<protocol::EventResponse>(http::Method::post, protocol::events_path(job_id),
                                                      protocol::to_json_text(e), config_.request_timeout, "event",
-                                                     worker_credential());
+                                                     worker_credential(), true);
   }
 
   asio::awaitable<CallResult<std::uint64_t>> put_log(std::string job_id, protocol::LogStream stream, std::uint64_t offset,
                                                      std::string lease_id, std::string bytes) override {
     auto r = co_await send(http::Method::put, protocol::log_put_target(job_id, stream, offset, lease_id),
                            std::move(bytes), config_.request_timeout, "application/octet-stream",
-                           worker_credential());
+                           worker_credential(), true);
     if (!r) co_return CallError{CallFailure::transient, "log upload: " + r.error().message};
     if (!r->ok()) co_return classify(r->status, r->body, "log upload");
     auto body = protocol::parse_as<protocol::LogAppendResponse>(r->body);
@@ -76,7 +76,7 @@ class HttpControlPlane final : public ControlPlane {
 
   asio::awaitable<CallResult<void>> report_exit(std::string worker_id, protocol::ExitRequest x) override {
     auto r = co_await send(http::Method::post, protocol::exit_path(worker_id), protocol::to_json_text(x),
-                           config_.request_timeout, "application/json", worker_credential());
+                           config_.request_timeout, "application/json", worker_credential(), false);
     if (!r) co_return CallError{CallFailure::transient, "exit report: " + r.error().message};
     if (!r->ok()) co_return classify(r->status, r->body, "exit report");
     co_return CallResult<void>{};
@@ -87,23 +87,26 @@ class HttpControlPlane final : public ControlPlane {
   // issued none.
   const std::string& worker_credential() const { return worker_token_.empty() ? config_.token : worker_token_; }
 
+  // `queued`: an upload (event, log), which waits its turn among max_concurrent_uploads; the worker's one-at-a-
+  // time calls (registration, poll, exit) never wait behind uploads.
   asio::awaitable<Result<http::Response>> send(http::Method m, std::string target, std::string body,
                                                std::chrono::milliseconds timeout, std::string content_type,
-                                               const std::string& credential) {
+                                               const std::string& credential, bool queued) {
     http::Request req{.method = m,
                       .target = std::move(target),
                       .body = std::move(body),
                       .content_type = std::move(content_type),
                       .bearer_token = credential,
-                      .timeout = timeout};
+                      .timeout = timeout,
+                      .unqueued = !queued};
     co_return co_await client_.request(std::move(req));
   }
 
   template <class T>
   asio::awaitable<CallResult<T>> call(http::Method m, std::string target, std::string body,
                                       std::chrono::milliseconds timeout, std::string_view what,
-                                      const std::string& credential) {
-    auto r = co_await send(m, std::move(target), std::move(body), timeout, "application/json", credential);
+                                      const std::string& credential, bool queued) {
+    auto r = co_await send(m, std::move(target), std::move(body), timeout, "application/json", credential, queued);
     if (!r) co_return CallError{CallFailure::transient, std::string(what) + ": " + r.error().message};
     if (!r->ok()) co_return classify(r->status, r->body, what);
     auto parsed = protocol::parse_as<T>(r->body);
@@ -122,6 +125,8 @@ Result<std::unique_ptr<ControlPlane>> make_http_control_plane(asio::any_io_execu
   http::ClientConfig cc;
   cc.ca_file = config.ca_file;
   cc.user_agent = "nymph-agent";
+  cc.max_concurrent_requests = config.max_concurrent_uploads;
+  cc.max_idle_connections = config.max_concurrent_uploads + 1;  // a burst's turns reuse them; +1: the poll's
   auto client = http::Client::create(ex, config.url, cc);
   if (!client) return client.error();
   return std::unique_ptr<ControlPlane>(new HttpControlPlane(std::move(*client), std::move(config)));

@@ -69,6 +69,9 @@ struct HttpControlPlaneConfig {
   std::string token;                          // sent as a bearer token, never logged
   std::optional<std::string> ca_file;
   std::chrono::milliseconds request_timeout{30'000};
+  // Event and log uploads on the wire at once, all attempts together; more wait their turn, oldest first.
+  // Registration, polls and the exit report never wait behind them.
+  std::size_t max_concurrent_uploads = 8;
 };
 
 // A ControlPlane over nymph::http. Returns an Error for a bad URL or CA file.

@@ -24,6 +24,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "common/concurrency_limit.hpp"
+
 namespace nymph::http {
 
 namespace asio = boost::asio;
@@ -130,6 +132,7 @@ struct Client::Impl {
   std::unique_ptr<ssl::context> tls;
   std::unique_ptr<asio::thread_pool> dns_pool;  // created on first name lookup
   std::vector<std::unique_ptr<Connection>> idle;
+  std::optional<ConcurrencyLimit> turns;  // max_concurrent_requests, when set
 
   ~Impl() {
     idle.clear();
@@ -245,6 +248,7 @@ Result<Client> Client::create(asio::any_io_executor ex, std::string_view base_ur
   impl->ex = std::move(ex);
   impl->ep = std::move(*ep);
   impl->config = std::move(config);
+  if (impl->config.max_concurrent_requests > 0) impl->turns.emplace(impl->config.max_concurrent_requests);
   if (impl->ep.tls) {
     impl->tls = std::make_unique<ssl::context>(ssl::context::tls_client);
     impl->tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
@@ -273,8 +277,12 @@ const Endpoint& Client::endpoint() const { return impl_->ep; }
 
 void Client::close_idle() { impl_->idle.clear(); }
 
+std::size_t Client::queued_requests() const { return impl_->turns ? impl_->turns->waiting() : 0; }
+
 asio::awaitable<Result<Response>> Client::request(Request req) {
   Impl& impl = *impl_;
+  ConcurrencyLimit::Permit turn;
+  if (impl.turns && !req.unqueued) turn = co_await impl.turns->acquire();
   auto deadline = Clock::now() + req.timeout;
   for (int round = 0;; ++round) {
     std::unique_ptr<Connection> conn;

@@ -15,6 +15,10 @@
 // - Keep-alive connections are pooled and reused; concurrent requests on one Client each use their own
 //   connection. A request that fails on a reused connection before any reply byte arrived is retried once on
 //   a fresh connection (the server closed the idle connection).
+// - At most max_concurrent_requests requests are on the wire at once; more wait their turn, oldest first, so a
+//   burst (a thousand tracked jobs reporting at once) is a few kept-alive connections, not a thousand
+//   connections and TLS handshakes. A request marked `unqueued` (a call that is one at a time by design, such
+//   as a long poll) neither waits nor counts.
 // - The bearer token is never logged and never appears in an error message.
 #include <chrono>
 #include <cstdint>
@@ -44,6 +48,7 @@ struct ClientConfig {
   std::chrono::milliseconds connect_timeout{10'000}; // TCP connect + TLS handshake
   std::size_t max_response_body = 64 * 1024 * 1024;  // a larger reply is an error
   std::size_t max_idle_connections = 4;              // pooled keep-alive connections
+  std::size_t max_concurrent_requests = 0;           // requests on the wire at once (unqueued ones aside); 0: no limit
   std::string user_agent = "nymph";
 };
 
@@ -54,7 +59,8 @@ struct Request {
   std::string body;
   std::string content_type = "application/json";  // sent only when body is non-empty or method is POST/PUT
   std::string bearer_token;                        // empty: no Authorization header
-  std::chrono::milliseconds timeout{30'000};       // whole exchange: connect, write, read
+  std::chrono::milliseconds timeout{30'000};       // whole exchange: connect, write, read (not the wait for a turn)
+  bool unqueued = false;                           // never waits for (nor takes) a max_concurrent_requests turn
 };
 
 // A reply, whatever its status.
@@ -95,6 +101,9 @@ class Client {
 
   // Closes idle pooled connections (e.g. before a long pause). Never fails.
   void close_idle();
+
+  // Requests waiting for a max_concurrent_requests turn.
+  std::size_t queued_requests() const;
 
   // The parsed base URL.
   const Endpoint& endpoint() const;
