@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -13,6 +14,7 @@
 #include "agent/daemon.hpp"
 #include "common/notifier.hpp"
 #include "agent/outbox.hpp"
+#include "protocol/protocol.hpp"
 #include "runners/runner.hpp"
 
 namespace nymph::agent {
@@ -58,6 +60,14 @@ struct Attempt {
   bool lease_expired = false;  // D4: stopped because its lease could not be renewed in time
   std::chrono::milliseconds lease_window{0};  // how long it may go unrenewed (LeaseClock::window of its TTL)
   bool given_up = false;   // refused (over capacity) or stopped on lease expiry: reported lost, not running
+  // Its run ended while the worker took jobs: its final event offers the slot for the next job (takeNext,
+  // docs/protocol.md 8.3), and the slot counts as busy (in no poll) until that event is answered.
+  bool offers_slot = false;
+  std::uint64_t offered_at_poll = 0;  // the daemon's poll count when the slot was offered
+  // What the replies to its events handed over: jobs leased to the worker (takeNext), and whether the offered
+  // slot, finding no job, was counted on the held poll instead.
+  std::vector<protocol::JobAssignment> handed;
+  bool slot_held = false;
 
   // Whether nothing more is reported for this attempt.
   bool stopped() const { return fenced || detached || abandoned; }

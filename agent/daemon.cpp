@@ -15,6 +15,7 @@
 #include "agent/delivery.hpp"
 #include "agent/job_mapping.hpp"
 #include "agent/lease_clock.hpp"
+#include "agent/slot_offer.hpp"
 #include "agent/status_file.hpp"
 #include "agent/status_pacer.hpp"
 #include "common/coroutine_warning.hpp"
@@ -49,6 +50,7 @@ struct Daemon::Impl {
         backoff({settings.backoff_initial, settings.backoff_max}),
         state_changed(ex),
         background_done(ex),
+        poll_changed(ex),
         status_timer(ex) {
     for (const auto& [name, runner] : runners)
       if (auto* resumable = runner->resumable())
@@ -85,10 +87,21 @@ struct Daemon::Impl {
   Backoff backoff;  // registration and polling
   Notifier state_changed;
   Notifier background_done;
-  asio::cancellation_signal poll_cancel;
+  // A poll on the wire (poll_loop, fly): the loop's newest, or one a newer poll superseded.
+  struct PollFlight {
+    asio::cancellation_signal cancel;  // emitted when the worker stops polling
+    bool ended = false;
+    bool superseded = false;           // a newer poll was sent; fly() removes this one when it ends
+    std::optional<CallResult<protocol::PollResponse>> outcome;  // once ended and not superseded (nullopt: cancelled)
+  };
+  std::vector<std::unique_ptr<PollFlight>> polls_in_flight;
+  Notifier poll_changed;      // the newest poll ended, or a new one was asked for
+  bool poll_anew_asked = false;
   std::map<std::string, std::unique_ptr<Attempt>> attempts;  // by job id
   std::string worker_id;
   std::chrono::milliseconds poll_hold{30'000};
+  std::uint64_t polls_sent = 0;                       // polls sent so far (see Attempt::offered_at_poll)
+  std::chrono::milliseconds poll_hold_sent{0};        // the hold of the poll in flight
   LeaseClock leases;                                  // D4: the agent's side of each running attempt's lease
   std::chrono::milliseconds lease_ttl{90'000};        // registration's leaseTtlS
   std::map<std::string, std::chrono::milliseconds> runner_lease_ttl;  // registration's runnerLeaseTtlS
@@ -118,9 +131,13 @@ struct Daemon::Impl {
   int active_runs() const {
     return active_runs_where([](const Attempt&) { return true; });
   }
-  // Counts against a runner's advertised capacity, which is keyed by its name.
-  int active_runs_on(const std::string& runner_name) const {
-    return active_runs_where([&](const Attempt& a) { return a.runner_name == runner_name; });
+  // The slots of a runner (its advertised capacity is keyed by its name) that are busy: attempts inside their
+  // run, and ended ones whose final event still offers the slot (takeNext) and is not answered yet.
+  int busy_slots_on(const std::string& runner_name) const {
+    int n = 0;
+    for (const auto& [id, a] : attempts)
+      if ((a->run_active || a->offers_slot) && a->runner_name == runner_name) ++n;
+    return n;
   }
 
   // Rewrites status.json now, unless `paced` (only the running-jobs count changed) and the last write is less
@@ -187,8 +204,15 @@ struct Daemon::Impl {
       exiting = true;
       log->info("exiting: {} ({})", to_string(*lifecycle.exit_reason()), lifecycle.message());
     }
-    // Any change of phase re-issues the held poll, so the server learns at once that we drain.
-    poll_cancel.emit(asio::cancellation_type::terminal);
+    // A worker that takes no more jobs offers no slot with its final events from now on.
+    if (!lifecycle.accepting_jobs())
+      for (auto& [id, a] : attempts) a->offers_slot = false;
+    // Any change of phase re-issues the held poll, so the server learns at once that we drain; a worker that
+    // stops polling ends its polls.
+    if (exiting || polling_stopped)
+      cancel_polls();
+    else
+      poll_anew();
     state_changed.notify();
     write_status();
   }
@@ -381,74 +405,103 @@ struct Daemon::Impl {
   protocol::PollRequest make_poll_request() const {
     protocol::PollRequest p;
     bool accepting = lifecycle.accepting_jobs();
-    for (const auto& [name, cap] : settings.capacity) p.free[name] = accepting ? std::max(0, cap - active_runs_on(name)) : 0;
+    for (const auto& [name, cap] : settings.capacity) p.free[name] = accepting ? std::max(0, cap - busy_slots_on(name)) : 0;
     for (const auto& [id, a] : attempts)
       if (a->listed()) p.running.push_back({a->job_id, a->lease_id});
     p.draining = !accepting;
     return p;
   }
 
-  // One poll that apply() can cancel to re-issue it. nullopt when cancelled.
-  asio::awaitable<std::optional<CallResult<protocol::PollResponse>>> cancellable_poll(protocol::PollRequest request) {
-    // D4: a held poll ends within a third of the shortest lease window. A reply renews from when its poll was
-    // sent, so two holds in a row (this one and the next, whose reply renews from this one's end) must fit in
-    // the window with room to spare.
+  // How long a poll may be held so that the leases in hand are renewed in time. D4: a held poll ends within a
+  // third of the shortest lease window. A reply renews from when its poll was sent, so two holds in a row (this
+  // one and the next, whose reply renews from this one's end) must fit in the window with room to spare.
+  std::chrono::milliseconds hold_for_leases() const {
     auto hold = poll_hold;
     if (auto w = leases.shortest_window())
       hold = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(100), std::min(hold, *w / 3));
-    try {
-      co_return co_await asio::co_spawn(ex, cp.poll(worker_id, std::move(request), hold),
-                                        asio::bind_cancellation_slot(poll_cancel.slot(), asio::use_awaitable));
-    } catch (const boost::system::system_error& e) {
-      if (e.code() == asio::error::operation_aborted) co_return std::nullopt;
-      throw;
-    }
+    return hold;
   }
 
-  asio::awaitable<void> poll_loop() {
-    while (!exiting && !polling_stopped) {
-      auto request = make_poll_request();
-      auto listed = request.running;
-      const auto sent = Clock::now();
-      auto r = co_await cancellable_poll(std::move(request));
-      if (exiting || polling_stopped) break;
-      if (!r) continue;  // re-issued after a change of phase
-      if (!*r) {
-        const auto& err = r->error();
-        if (err.kind == CallFailure::unauthorized) {
-          fatal("control plane refused the token: " + err.message);
-          break;
-        }
-        if (err.kind == CallFailure::worker_unknown) {
-          log->warn("control plane does not know worker {}; registering again", worker_id);
-          bool registered = co_await register_worker();
-          if (!registered) break;
-          continue;
-        }
-        auto delay = backoff.next_delay();
-        log->warn("{}; retrying in {} ms", err.message, delay.count());
-        co_await state_changed.wait(Clock::now() + delay);
-        continue;
-      }
+  // Asks the poll loop for a new poll now, with the free slots, leases and draining flag of now. The poll in
+  // flight is not cancelled (its reply may already carry jobs): the control plane answers it at once, empty,
+  // when the new one arrives, and its reply is applied as any other.
+  void poll_anew() {
+    poll_anew_asked = true;
+    poll_changed.notify();
+  }
+
+  // Ends every poll in flight (the worker stops polling). Their replies are not applied.
+  void cancel_polls() {
+    for (auto& f : polls_in_flight) f->cancel.emit(asio::cancellation_type::terminal);
+  }
+
+  // Sends one poll and applies its reply; a failure (or a cancellation: nullopt) is left in `f` for the loop
+  // unless a newer poll superseded this one. Removes `f` from polls_in_flight once the loop is done with it.
+  NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
+  asio::awaitable<void> fly(PollFlight* f, protocol::PollRequest request) {
+    const auto listed = request.running;
+    const auto sent = Clock::now();
+    const auto hold = hold_for_leases();
+    ++polls_sent;
+    poll_hold_sent = hold;
+    std::optional<CallResult<protocol::PollResponse>> r;
+    try {
+      r = co_await asio::co_spawn(ex, cp.poll(worker_id, std::move(request), hold),
+                                  asio::bind_cancellation_slot(f->cancel.slot(), asio::use_awaitable));
+    } catch (const boost::system::system_error& e) {
+      if (e.code() != asio::error::operation_aborted) throw;
+    }
+    if (r && *r && !exiting && !polling_stopped) {
       // A4: the control plane answers again: every delivery waiting out a backoff retries now.
       if (backoff.failures() > 0) state_changed.notify();
       backoff.reset();
       renew(listed, sent);
       handle_poll_reply(std::move(**r));
     }
+    f->ended = true;
+    if (f->superseded) {
+      std::erase_if(polls_in_flight, [f](const auto& p) { return p.get() == f; });
+    } else {
+      f->outcome = std::move(r);
+      poll_changed.notify();
+    }
+  }
+  NYMPH_GCC_PR109224_END
+
+  asio::awaitable<void> poll_loop() {
+    while (!exiting && !polling_stopped) {
+      auto* f = polls_in_flight.emplace_back(std::make_unique<PollFlight>()).get();
+      poll_anew_asked = false;
+      spawn(fly(f, make_poll_request()), "poll");
+      while (!f->ended && !poll_anew_asked && !exiting && !polling_stopped) co_await poll_changed.wait();
+      if (!f->ended) {
+        f->superseded = true;  // fly() removes it when it ends
+        continue;
+      }
+      auto r = std::move(f->outcome);
+      std::erase_if(polls_in_flight, [f](const auto& p) { return p.get() == f; });
+      if (exiting || polling_stopped) break;
+      if (!r || *r) continue;  // cancelled, or answered (and applied)
+      const auto& err = r->error();
+      if (err.kind == CallFailure::unauthorized) {
+        fatal("control plane refused the token: " + err.message);
+        break;
+      }
+      if (err.kind == CallFailure::worker_unknown) {
+        log->warn("control plane does not know worker {}; registering again", worker_id);
+        bool registered = co_await register_worker();
+        if (!registered) break;
+        continue;
+      }
+      auto delay = backoff.next_delay();
+      log->warn("{}; retrying in {} ms", err.message, delay.count());
+      co_await state_changed.wait(Clock::now() + delay);
+    }
   }
 
   void handle_poll_reply(protocol::PollResponse reply) {
     handle_cancel_orders(reply.cancel);
-    for (auto& job : reply.jobs) {
-      // Nothing can be reported for such a job (its id cannot go into a path): it is dropped, and the
-      // control plane gives the lease up once it expires.
-      if (auto ok = check_assignment_ids(job); !ok) {
-        log->error("dropped a job from the control plane's poll reply: {}", ok.error().message);
-        continue;
-      }
-      start_attempt(std::move(job));
-    }
+    start_assigned(std::move(reply.jobs), "poll reply");
     if (reply.directive) {
       log->info("control plane directive: {}", protocol::to_string(*reply.directive));
       apply(lifecycle.on_directive(to_directive(*reply.directive), Clock::now()));
@@ -456,6 +509,32 @@ struct Daemon::Impl {
   }
 
   // ---- attempts ------------------------------------------------------------------------------------------
+
+  // Starts the jobs a poll reply or an event reply (`source`) leased to this worker.
+  void start_assigned(std::vector<protocol::JobAssignment> jobs, std::string_view source) {
+    for (auto& job : jobs) {
+      // Nothing can be reported for such a job (its id cannot go into a path): it is dropped, and the
+      // control plane gives the lease up once it expires.
+      if (auto ok = check_assignment_ids(job); !ok) {
+        log->error("dropped a job from the control plane's {}: {}", source, ok.error().message);
+        continue;
+      }
+      start_attempt(std::move(job));
+    }
+  }
+
+  // Once `a`'s delivery ended: the jobs its event replies leased start (takeNext, or a repeated event's), and a
+  // slot its final event offered that no poll counts now (no job took it, and the held poll did not, or was
+  // replaced since the offer) is offered by a new poll. So is a leased job whose lease must be renewed before
+  // the poll in flight returns.
+  void settle_event_replies(Attempt& a) {
+    const bool offered = std::exchange(a.offers_slot, false);
+    auto handed = std::exchange(a.handed, {});
+    const bool new_poll =
+        offered && offered_slot_needs_new_poll(!handed.empty(), a.slot_held, polls_sent != a.offered_at_poll);
+    start_assigned(std::move(handed), "event reply");
+    if (new_poll || hold_for_leases() < poll_hold_sent) poll_anew();
+  }
 
   void start_attempt(protocol::JobAssignment job) {
     if (auto it = attempts.find(job.job_id); it != attempts.end()) {
@@ -467,7 +546,7 @@ struct Daemon::Impl {
       return;
     }
     if (auto cap = settings.capacity.find(job.runner);
-        cap != settings.capacity.end() && active_runs_on(job.runner) >= cap->second) {
+        cap != settings.capacity.end() && busy_slots_on(job.runner) >= cap->second) {
       refuse(std::move(job), "refused: worker at capacity (" + std::to_string(cap->second) + " of " +
                                  std::to_string(cap->second) + " slots busy)");
       return;
@@ -585,6 +664,10 @@ struct Daemon::Impl {
       }
       log->info("job {}: {}{}", a->job_id, to_string(final_update.state),
                 final_update.message.empty() ? "" : " (" + final_update.message + ")");
+      if (lifecycle.accepting_jobs() && !a->lease_expired) {
+        a->offers_slot = true;
+        a->offered_at_poll = polls_sent;
+      }
       a->outbox.push_event(std::move(final_update), std::chrono::system_clock::now(), Clock::now());
     }
     a->wake.notify();
@@ -632,6 +715,7 @@ struct Daemon::Impl {
       fatal("control plane refused the token: " + *refused);
       a->abandoned = true;
     }
+    if (a->offers_slot || !a->handed.empty()) settle_event_replies(*a);
     a->shipper_active = false;
     a->drained.notify();
     finish_if_done(a);
@@ -671,7 +755,7 @@ struct Daemon::Impl {
 
   // Stops what must stop, delivers what can be delivered within the exit budget, and reports the exit.
   asio::awaitable<void> shut_down() {
-    poll_cancel.emit(asio::cancellation_type::terminal);
+    cancel_polls();
     std::erase_if(attempts, [](const auto& entry) { return entry.second->adopted_pending; });  // never started
     detach_attempts_that_survive_the_agent();
     // A1: within the stop budget whatever the control plane answers; an exit without one (idle, drain

@@ -15,11 +15,17 @@ namespace asio = boost::asio;
 
 namespace {
 
-asio::awaitable<CallResult<void>> upload(ControlPlane& cp, const Attempt& a, const Upload& u) {
+// Sends one upload. An event that ends the attempt offers its slot when the attempt does (takeNext); whatever
+// an event's reply hands over is kept on the attempt for the daemon.
+asio::awaitable<CallResult<void>> upload(ControlPlane& cp, Attempt& a, const Upload& u) {
   if (u.kind == Upload::Kind::event) {
     const OutboxEvent& e = *u.event;
-    auto r = co_await cp.send_event(a.job_id, to_event(a.lease_id, e.seq, e.update, e.at));
+    auto request = to_event(a.lease_id, e.seq, e.update, e.at);
+    request.take_next = a.offers_slot && runners::is_final(e.update.state);
+    auto r = co_await cp.send_event(a.job_id, std::move(request));
     if (!r) co_return r.error();
+    for (auto& job : r->jobs) a.handed.push_back(std::move(job));
+    a.slot_held = r->slot_held.value_or(false);
     co_return CallResult<void>{};
   }
   auto r = co_await cp.put_log(a.job_id, to_log_stream(u.stream), u.offset, a.lease_id, std::string(u.bytes));

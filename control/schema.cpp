@@ -92,6 +92,11 @@ CREATE UNIQUE INDEX workers_by_credential ON workers(credential_hash);
 CREATE INDEX workers_by_token ON workers(token_hash);
 CREATE INDEX workers_by_identity ON workers(token_hash, identity);
 )sql",
+    // 7: the leases an attempt-ending event with takeNext handed to its worker (a JSON array of lease ids), so a
+    // repeat of that event can hand them again (docs/protocol.md 8.3).
+    R"sql(
+ALTER TABLE events ADD COLUMN leased TEXT;
+)sql",
 };
 
 static_assert(std::size(kMigrations) == kSchemaVersion);

@@ -5,7 +5,7 @@
 namespace nymph::control {
 
 // Schema version this code creates and understands (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 // The migrations for sql::Connection::migrate: element i moves user_version i to i+1; there are
 // kSchemaVersion of them.

@@ -397,6 +397,7 @@ class ParkGuard {
 }  // namespace
 
 asio::awaitable<HttpReply> Service::poll(std::string worker_id, const HttpRequest& req) {
+  ++poll_requests_;
   auto body = decode<protocol::PollRequest>(req.body, config_.limits);
   if (!body) co_return body.error();
   const auto deadline = Steady::now() + config_.poll_timeout;

@@ -169,6 +169,8 @@ class Service {
   // Records the end of a worker's contact (its lastSeen, docs/protocol.md 8.11) when a held poll ends. Never
   // throws: a failure is logged (the poll is answered anyway).
   boost::asio::awaitable<void> note_contact(std::string worker_id);
+  // Starts the lease clocks of jobs an event's reply hands to its worker now (takeNext), and sets their TTLs.
+  void settle_handed_leases(std::vector<protocol::JobAssignment>& jobs);
   // Starts the clocks of a poll that was answered now.
   void settle_poll(const std::string& worker_id, const PollOutcome& out);
   // True when the reply carries something the worker has not been told yet.
@@ -193,6 +195,7 @@ class Service {
   std::unordered_map<std::string, std::string> worker_credential_;  // worker id -> hash of its credential
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> token_used_;  // token hash -> last use recorded
   std::unordered_multimap<std::string, boost::asio::steady_timer*> job_waiters_;  // job id -> parked GET
+  std::uint64_t poll_requests_ = 0;  // polls received (nymph_poll_requests_total)
   // Cancels already delivered per worker (lease -> reason): repeated in replies but no reason to answer early.
   std::unordered_map<std::string, std::unordered_map<std::string, protocol::CancelReason>> cancels_sent_;
 };

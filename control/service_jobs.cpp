@@ -179,15 +179,22 @@ asio::awaitable<HttpReply> Service::cancel_job(std::string job_id) {
 asio::awaitable<HttpReply> Service::event(std::string job_id, std::string worker_id, const HttpRequest& req) {
   auto body = decode<protocol::EventRequest>(req.body, config_.limits);
   if (!body) co_return body.error();
-  // A final event frees a slot of the worker's held poll: that poll takes the next queued job in the event's
-  // own transaction (one commit for "done" and the next lease).
-  ClaimGuard claim(hub_, protocol::is_final(body->state) ? hub_.claim_worker(worker_id) : std::nullopt);
+  // takeNext: the slot the event frees takes the next queued job in the event's own transaction, handed in its
+  // reply. Otherwise a final event frees a slot of the worker's held poll, which takes the next queued job in
+  // the same way (one commit for "done" and the next lease either way).
+  const bool take_next = body->take_next;
+  ClaimGuard claim(hub_, protocol::is_final(body->state) && !take_next ? hub_.claim_worker(worker_id) : std::nullopt);
   auto op = [job_id, worker_id, b = *body, c = claim.get()](Store& s) {
     s.touch_worker(worker_id, wall_now());  // an event is contact (lastSeen), whatever it is answered
     WithPoll<ApiResult<EventOutcome>> out{s.apply_event(job_id, b, worker_id, wall_now()), std::nullopt};
-    if (c && out.first && out.first->freed_slot) {
+    auto& r = out.first;
+    if (r && r->reply.duplicate) {
+      r->reply.jobs = s.taken_by_event(b.lease_id, b.seq, worker_id);
+    } else if (r && r->freed_slot && b.take_next) {
+      r->reply.jobs = s.take_next(worker_id, r->freed_slot->second, b.lease_id, b.seq, wall_now());
+    } else if (c && r && r->freed_slot) {
       protocol::PollRequest asked = c->request;
-      ++asked.free[out.first->freed_slot->second];
+      ++asked.free[r->freed_slot->second];
       out.poll = s.poll(worker_id, asked, wall_now());
     }
     return out;
@@ -206,10 +213,27 @@ asio::awaitable<HttpReply> Service::event(std::string job_id, std::string worker
     liveness_.lease_forget(body->lease_id);
     rearm_clocks();
   }
+  if (!r->reply.jobs.empty()) settle_handed_leases(r->reply.jobs);
   if (r->requeued) hub_.wake_one_for(*r->requeued, wall_now());
-  if (r->freed_slot) hub_.slot_freed(r->freed_slot->first, r->freed_slot->second);
+  if (take_next) {
+    // The slot went to a job in this reply, or (none queued) to the held poll if there is one; the worker
+    // learns which, so that it offers the slot again when no poll counts it.
+    bool held = r->freed_slot && r->reply.jobs.empty() && hub_.slot_freed(r->freed_slot->first, r->freed_slot->second);
+    r->reply.slot_held = held;
+  } else if (r->freed_slot) {
+    hub_.slot_freed(r->freed_slot->first, r->freed_slot->second);
+  }
   if (r->attempt_ended) wake_job_waiters(job_id);
   co_return json_reply(200, r->reply);
+}
+
+void Service::settle_handed_leases(std::vector<protocol::JobAssignment>& jobs) {
+  auto now = Steady::now();
+  for (auto& j : jobs) {
+    j.lease_ttl_s = std::chrono::duration<double>(liveness_.lease_ttl(j.runner)).count();
+    liveness_.lease_renewed(j.lease_id, now, j.runner);  // its clock starts as the reply carrying it is sent
+  }
+  rearm_clocks();
 }
 
 asio::awaitable<HttpReply> Service::put_log(std::string job_id, std::string stream, std::string worker_id,
@@ -279,6 +303,8 @@ asio::awaitable<HttpReply> Service::metrics() {
   out += "# HELP nymph_held_job_waits GET /v1/jobs/{id}?waitS= requests held open now.\n"
          "# TYPE nymph_held_job_waits gauge\n";
   out += "nymph_held_job_waits " + std::to_string(job_waiters_.size()) + "\n";
+  out += "# HELP nymph_poll_requests_total Worker polls received.\n# TYPE nymph_poll_requests_total counter\n";
+  out += "nymph_poll_requests_total " + std::to_string(poll_requests_) + "\n";
   out += "# HELP nymph_db_commits_total Database batches committed.\n# TYPE nymph_db_commits_total counter\n";
   out += "nymph_db_commits_total " + std::to_string(db_.batches()) + "\n";
   out += "# HELP nymph_db_operations_total Database operations committed.\n# TYPE nymph_db_operations_total counter\n";

@@ -216,6 +216,15 @@ class Store {
   // Only the worker holding the lease may report it: forbidden (403) for `worker_id` of another worker.
   ApiResult<EventOutcome> apply_event(const std::string& job_id, const protocol::EventRequest& ev,
                                       const std::string& worker_id, WallTime now);
+  // The next queued job `worker_id` can take on `runner`, leased to it now for the one slot that the event
+  // (event_lease, event_seq), just applied, freed (takeNext); the lease ids are kept on that event for
+  // taken_by_event. None for a gone worker or one with a directive.
+  std::vector<protocol::JobAssignment> take_next(const std::string& worker_id, const std::string& runner,
+                                                 const std::string& event_lease, std::int64_t event_seq, WallTime now);
+  // What take_next leased for the event (event_lease, event_seq) that is still `worker_id`'s current, unstarted
+  // attempt (assigned, no event yet): the jobs a repeat of that event hands again.
+  std::vector<protocol::JobAssignment> taken_by_event(const std::string& event_lease, std::int64_t event_seq,
+                                                      const std::string& worker_id);
   // Appends `bytes`, which start at `offset`, to `stream` of the attempt holding `lease_id`; bytes already
   // stored are skipped. Returns the committed size. unknownJob (404); leaseLost (409); forbidden (403) when
   // the lease is not `worker_id`'s; attemptFinished (409) once the attempt's final event is recorded; logGap

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include "control/rows.hpp"
@@ -209,6 +210,54 @@ ApiResult<EventOutcome> Store::apply_event(const std::string& job_id, const prot
   db_.query("UPDATE jobs SET state=?, exit_code=?, signal=?, message=?, result=?, updated_at=?, finished_at=? WHERE id=?")
       .bind(protocol::to_string(next), ev.exit_code, ev.signal, ev.message, result, when, when, job_id)
       .run();
+  return out;
+}
+
+std::vector<protocol::JobAssignment> Store::take_next(const std::string& worker_id, const std::string& runner,
+                                                     const std::string& event_lease, std::int64_t event_seq,
+                                                     WallTime now) {
+  static const std::string sql = std::string("SELECT status, directive, ") + rows::kCapsColumns + " FROM workers WHERE id=?";
+  auto q = db_.query(sql.c_str());
+  q.bind(worker_id);
+  if (!q.step() || q.text(0) == "gone" || q.opt_text(1)) return {};
+  auto jobs = dispatch(worker_id, rows::caps_from(q, 2), {{runner, 1}}, now);
+  if (jobs.empty()) return jobs;
+  json::array leases;
+  for (const auto& j : jobs) leases.emplace_back(j.lease_id);
+  db_.query("UPDATE events SET leased=? WHERE lease_id=? AND seq=?")
+      .bind(json::serialize(leases), event_lease, event_seq)
+      .run();
+  return jobs;
+}
+
+std::vector<protocol::JobAssignment> Store::taken_by_event(const std::string& event_lease, std::int64_t event_seq,
+                                                          const std::string& worker_id) {
+  std::vector<std::string> leases;
+  {
+    auto q = db_.query("SELECT leased FROM events WHERE lease_id=? AND seq=?");
+    q.bind(event_lease, event_seq);
+    if (!q.step()) return {};
+    auto text = q.opt_text(0);
+    if (!text) return {};
+    const json::value parsed = json::parse(*text);
+    for (const auto& l : parsed.as_array()) leases.emplace_back(l.as_string());
+  }
+  std::vector<protocol::JobAssignment> out;
+  for (const auto& lease : leases) {
+    auto q = db_.query(
+        "SELECT a.job_id, a.attempt, j.runner, j.kind, j.spec FROM attempts a JOIN jobs j ON j.id=a.job_id "
+        "WHERE a.lease_id=? AND a.worker_id=? AND a.state='assigned' AND a.last_seq=0 AND j.current_lease=a.lease_id");
+    q.bind(lease, worker_id);
+    if (!q.step()) continue;
+    protocol::JobAssignment a;
+    a.job_id = q.text(0);
+    a.attempt = q.i32(1);
+    a.lease_id = lease;
+    a.runner = q.text(2);
+    a.kind = q.text(3);
+    a.spec = rows::spec_from(q.text(4));
+    out.push_back(std::move(a));
+  }
   return out;
 }
 

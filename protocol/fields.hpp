@@ -175,14 +175,17 @@ struct Wire<EventRequest> {
       opt("slurmJobId", &S::slurm_job_id),
       opt("result", &S::result),
       opt("at", &S::at),
-      opt("reason", &S::reason)};
+      opt("reason", &S::reason),
+      opt("takeNext", &S::take_next)};
 };
 template <>
 struct Wire<EventResponse> {
   using S = EventResponse;
   static constexpr auto fields = std::tuple{
       opt("duplicate", &S::duplicate),
-      req("jobState", &S::job_state)};
+      req("jobState", &S::job_state),
+      opt("jobs", &S::jobs, Emit::unless_empty),
+      opt("slotHeld", &S::slot_held)};
 };
 template <>
 struct Wire<LogAppendResponse> {

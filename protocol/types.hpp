@@ -241,12 +241,21 @@ struct EventRequest {
   std::optional<boost::json::value> result;  // training: the checked result.json (succeeded only)
   std::optional<std::string> at;             // RFC 3339 UTC, the worker's clock
   std::optional<EventReason> reason;         // state lost only: why the worker lost the attempt
+  // An event that ends the attempt offers the slot it frees for the worker's next job: the reply leases it
+  // (jobs) in the event's own transaction, and the worker counts that slot in no poll meanwhile.
+  bool take_next = false;
 };
 
 // 200 reply to an event.
 struct EventResponse {
   bool duplicate = false;                    // (job, lease, seq) had already been recorded
   JobState job_state = JobState::running;    // the job's state after the event
+  // Jobs leased to the worker by this event (takeNext); a repeated event gets those of its first application
+  // that are still assigned and unstarted (its first reply may have been lost).
+  std::vector<JobAssignment> jobs;
+  // takeNext only: whether the freed slot, finding no job, was counted on the worker's held poll. When absent
+  // or false and `jobs` is empty, no poll knows the slot: the worker polls again to offer it.
+  std::optional<bool> slot_held;
 };
 
 // 200 reply to PUT /v1/jobs/{id}/logs/{stream}.

@@ -48,6 +48,12 @@ class FakeControlPlane final : public ControlPlane {
   double lease_ttl_s = 90;                  // what registration answers
   bool silent = false;                      // an outage: every call fails at once (connection refused)
   std::vector<std::chrono::milliseconds> holds;  // the hold of each poll
+  // The reply to a job's event that offers its slot (takeNext), by job id, used once; without one the reply
+  // hands no job and says slotHeld when a poll is held (as nymph-control with nothing queued).
+  std::map<std::string, protocol::EventResponse> take_next_replies;
+  std::set<std::string> held_events;        // jobs whose events wait until the test erases them
+  int polls_held = 0;                       // polls waiting for a reply now
+  int events_held = 0;                      // events waiting in held_events now
   Notifier changed;                         // notified on every call
 
   void reply(protocol::PollResponse r) {
@@ -73,10 +79,15 @@ class FakeControlPlane final : public ControlPlane {
     holds.push_back(hold);
     changed.notify();
     if (silent) co_return CallError{CallFailure::transient, "poll: connection refused"};
-    // Held like the server holds it: a reply the test queues, or an empty one when the hold is over.
+    // Held like the server holds it: a reply the test queues, or an empty one when the hold is over or a newer
+    // poll supersedes this one.
+    const auto mine = polls.size();
     const auto until = std::chrono::steady_clock::now() + hold;
-    while (replies.empty() && std::chrono::steady_clock::now() < until) co_await changed.wait(until);
-    if (replies.empty()) co_return protocol::PollResponse{};
+    ++polls_held;
+    while (replies.empty() && std::chrono::steady_clock::now() < until && polls.size() == mine)
+      co_await changed.wait(until);
+    --polls_held;
+    if (replies.empty() || polls.size() != mine) co_return protocol::PollResponse{};
     auto next = std::move(replies.front());
     replies.pop_front();
     co_return next;
@@ -85,9 +96,24 @@ class FakeControlPlane final : public ControlPlane {
   asio::awaitable<CallResult<protocol::EventResponse>> send_event(std::string job, protocol::EventRequest e) override {
     changed.notify();
     if (auto f = upload_failure(e.lease_id)) co_return *f;
+    if (held_events.contains(job)) {
+      ++events_held;
+      changed.notify();
+      while (held_events.contains(job)) co_await changed.wait();
+      --events_held;
+    }
     calls.push_back("event " + job + " " + std::string(protocol::to_string(e.state)));
     events.emplace_back(job, e);
-    co_return protocol::EventResponse{};
+    changed.notify();
+    if (!e.take_next) co_return protocol::EventResponse{};
+    if (auto it = take_next_replies.find(job); it != take_next_replies.end()) {
+      auto r = std::move(it->second);
+      take_next_replies.erase(it);
+      co_return r;
+    }
+    protocol::EventResponse r;
+    r.slot_held = polls_held > 0;
+    co_return r;
   }
 
   asio::awaitable<CallResult<std::uint64_t>> put_log(std::string job, protocol::LogStream stream, std::uint64_t offset,

@@ -144,6 +144,21 @@ TEST(AgentE2E, CapacityLimitsConcurrentJobs) {
   wait_for_job(cp, second, final_state);
 }
 
+// Issue 17: with jobs queued, each final event's reply carries the next job (takeNext), so a job costs the agent
+// one request and no poll: twelve queued jobs through two slots take a handful of polls, not one or more each.
+TEST(AgentE2E, QueuedJobsArriveInFinalEventRepliesNotOnePollEach) {
+  ControlServer cp;
+  AgentProcess agent(cp, {.max_process_jobs = 2, .start = false});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 12; ++i) ids.push_back(submit(cp, {"--", kChild}));
+  const long polls_before = cp.metric("nymph_poll_requests_total");
+  agent.start();
+  for (const auto& id : ids) EXPECT_EQ(job_state(wait_for_job(cp, id, final_state)), "succeeded") << agent.log();
+  const long polls = cp.metric("nymph_poll_requests_total") - polls_before;
+  EXPECT_LE(polls, 4) << "polls for 12 queued jobs";
+  EXPECT_GE(polls, 1);
+}
+
 TEST(AgentE2E, CancelKillsTheWholeProcessGroup) {
   ControlServer cp;
   AgentProcess agent(cp);

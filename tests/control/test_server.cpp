@@ -172,6 +172,23 @@ class Api {
     co_return r.value().status;
   }
 
+  // Reports `job`'s attempt under `lease` succeeded (event `seq`) offering its slot (takeNext), as its worker,
+  // from a coroutine; returns the reply (throws unless 200).
+  asio::awaitable<p::EventResponse> succeed_taking_next_async(std::string job, std::string lease,
+                                                              std::int64_t seq = 1) {
+    p::EventRequest e{.lease_id = lease, .seq = seq, .state = p::EventState::succeeded, .exit_code = 0};
+    e.take_next = true;
+    auto r = co_await client_.request(
+        req(http::Method::post, p::events_path(job), lease_credential(lease), p::to_json_text(e)));
+    if (!r || r->status != 200) throw std::runtime_error("event: " + (r ? r->body : r.error().message));
+    auto reply = p::parse_as<p::EventResponse>(r->body).value();
+    for (const auto& j : reply.jobs) credentials_.leases[j.lease_id] = credentials_.leases[lease];
+    co_return reply;
+  }
+  p::EventResponse succeed_taking_next(const std::string& job, const std::string& lease, std::int64_t seq = 1) {
+    return run_coro(ioc_, succeed_taking_next_async(job, lease, seq));
+  }
+
   // The value of the /metrics line `name` (e.g. nymph_db_commits_total), read with this client's executor.
   asio::awaitable<long> metric_async(std::string name) {
     auto m = co_await client_.request(req(http::Method::get, "/metrics", ""));
@@ -413,6 +430,100 @@ TEST(ControlServer, AFinalEventLeasesTheNextQueuedJobToTheHeldPollInOneCommit) {
   ASSERT_EQ(got2.jobs.size(), 1u) << reply2->body;
   EXPECT_EQ(got2.jobs[0].job_id, third);
   EXPECT_EQ(api.job(second).state, p::JobState::succeeded);
+}
+
+// Issue 17: a final event with takeNext leases the next queued job in its own transaction and hands it over in
+// its own reply (one request and one commit for "done" and the next lease); the worker's held poll is neither
+// woken nor answered. With nothing queued the slot goes to the held poll (slotHeld), and a later submission
+// reaches it there.
+TEST(ControlServer, AFinalEventTakingNextLeasesTheNextQueuedJobInItsOwnReplyAndTheHeldPollStaysHeld) {
+  ControlServer cp;
+  Api api(cp);
+  std::string w = api.register_worker(nymph::test::fresh_ulid());
+  std::string first = api.submit();
+  auto lease1 = api.poll(w, 1).jobs.at(0).lease_id;
+  std::string second = api.submit();  // queued: the worker's one slot is busy
+  long polls_before = -1, commits_before = -1, commits_after = -1;
+  p::EventResponse taken, none;
+  std::string third;
+  auto held = api.client().request(
+      Api::req(http::Method::post, p::poll_path(w), api.credential(w), Api::poll_body(0, {{first, lease1}})));
+  auto finish = api.when_held(1, [&]() -> asio::awaitable<void> {
+    polls_before = co_await api.metric_async("nymph_poll_requests_total");
+    commits_before = co_await api.metric_async("nymph_db_commits_total");
+    taken = co_await api.succeed_taking_next_async(first, lease1);
+    commits_after = co_await api.metric_async("nymph_db_commits_total");
+    EXPECT_EQ(co_await api.metric_async("nymph_held_polls"), 1) << "the held poll was answered";
+    // Nothing queued now: the second job's slot goes to the held poll, which a submission then reaches.
+    none = co_await api.succeed_taking_next_async(second, taken.jobs.at(0).lease_id);
+    third = co_await api.submit_async();
+  });
+  auto reply = run_coro(api.ioc(), with_side(std::move(held), std::move(finish)));
+  ASSERT_EQ(taken.jobs.size(), 1u);
+  EXPECT_EQ(taken.jobs[0].job_id, second);
+  EXPECT_EQ(taken.jobs[0].attempt, 1);
+  EXPECT_EQ(taken.jobs[0].runner, "process");
+  EXPECT_EQ(taken.jobs[0].spec.argv, std::vector<std::string>{"/bin/true"});
+  EXPECT_EQ(taken.jobs[0].lease_ttl_s, 90.0);
+  EXPECT_EQ(taken.slot_held, false);
+  EXPECT_EQ(commits_after - commits_before, 1) << "commits from the final event to its reply with the next lease";
+  EXPECT_EQ(run_coro(api.ioc(), api.metric_async("nymph_poll_requests_total")), polls_before)
+      << "no poll was needed to hand the next job over";
+  EXPECT_TRUE(none.jobs.empty());
+  EXPECT_EQ(none.slot_held, true);
+  ASSERT_TRUE(reply);
+  auto got = p::parse_as<p::PollResponse>(reply->body).value();
+  ASSERT_EQ(got.jobs.size(), 1u) << reply->body;
+  EXPECT_EQ(got.jobs[0].job_id, third);
+  EXPECT_EQ(api.job(first).state, p::JobState::succeeded);
+  EXPECT_EQ(api.job(second).state, p::JobState::succeeded);
+  EXPECT_EQ(api.job(third).state, p::JobState::running);
+}
+
+// takeNext with no held poll and nothing queued: no poll knows the slot (slotHeld false), so the worker must
+// poll again; a worker under a drain directive is handed nothing even with a job queued.
+TEST(ControlServer, AFinalEventTakingNextSaysWhenNoPollHoldsTheSlotAndHandsNothingUnderADirective) {
+  ControlServer cp;
+  Api api(cp);
+  std::string w = api.register_worker(nymph::test::fresh_ulid());
+  std::string first = api.submit();
+  auto lease1 = api.poll(w, 1).jobs.at(0).lease_id;
+  auto alone = api.succeed_taking_next(first, lease1);
+  EXPECT_TRUE(alone.jobs.empty());
+  EXPECT_EQ(alone.slot_held, false);
+
+  std::string second = api.submit();
+  auto lease2 = api.poll(w, 1).jobs.at(0).lease_id;
+  std::string third = api.submit();
+  api.ok<p::WorkerInfo>(200, http::Method::post, p::drain_path(w), api.admin(), "{}");
+  auto drained = api.succeed_taking_next(second, lease2);
+  EXPECT_TRUE(drained.jobs.empty());
+  EXPECT_EQ(api.job(third).state, p::JobState::queued);
+}
+
+// A repeated final event (its first reply lost) hands again the job its first application leased while that job
+// is unstarted, under the same lease: the lease is not left to expire. Once the job has an event, the repeat
+// hands nothing.
+TEST(ControlServer, ARepeatedFinalEventTakingNextHandsItsUnstartedJobAgain) {
+  ControlServer cp;
+  Api api(cp);
+  std::string w = api.register_worker(nymph::test::fresh_ulid());
+  std::string first = api.submit();
+  auto lease1 = api.poll(w, 1).jobs.at(0).lease_id;
+  std::string second = api.submit();
+  auto taken = api.succeed_taking_next(first, lease1);
+  ASSERT_EQ(taken.jobs.size(), 1u);
+  auto again = api.succeed_taking_next(first, lease1);
+  EXPECT_TRUE(again.duplicate);
+  ASSERT_EQ(again.jobs.size(), 1u);
+  EXPECT_EQ(again.jobs[0].job_id, second);
+  EXPECT_EQ(again.jobs[0].lease_id, taken.jobs[0].lease_id);
+  EXPECT_EQ(again.jobs[0].spec.argv, taken.jobs[0].spec.argv);
+
+  ASSERT_EQ(api.event(second, taken.jobs[0].lease_id, 1, p::EventState::running).status, 200u);
+  auto late = api.succeed_taking_next(first, lease1);
+  EXPECT_TRUE(late.duplicate);
+  EXPECT_TRUE(late.jobs.empty());
 }
 
 TEST(ControlServer, JobWaitIsAnsweredByTheFinalEventOrCancel) {

@@ -170,8 +170,11 @@ TEST(Protocol, CanonicalDocumentsSurviveDecodeThenEncode) {
   EXPECT_EQ(reencode<p::JobAssignment>(assignment), assignment);
   const std::string event =
       R"({"leaseId":"l","seq":3,"state":"failed","exitCode":3,"signal":9,"message":"m","slurmJobId":"7",)"
-      R"("result":{"k":[1,2]},"at":"2026-01-01T00:00:00.000Z"})";
+      R"("result":{"k":[1,2]},"at":"2026-01-01T00:00:00.000Z","takeNext":true})";
   EXPECT_EQ(reencode<p::EventRequest>(event), event);
+  const std::string event_reply =
+      R"({"duplicate":false,"jobState":"succeeded","jobs":[)" + assignment + R"(],"slotHeld":false})";
+  EXPECT_EQ(reencode<p::EventResponse>(event_reply), event_reply);
   const std::string attempt =
       R"({"attempt":1,"leaseId":"l","workerId":"w","state":"lost","exitCode":1,"signal":2,"message":"m",)"
       R"("slurmJobId":"9","assignedAt":"a","finishedAt":"f"})";

@@ -63,6 +63,10 @@ class ControlServer {
   // "token revoke"), so "--" in args keeps working.
   CommandOutput admin(std::vector<std::string> args) const;
 
+  // The value of the /metrics line `name` (e.g. nymph_poll_requests_total), read over a new connection.
+  // Throws when the server does not answer within 10 s or has no such line.
+  long metric(const std::string& name) const;
+
   // SIGKILL the server and reap it (a crash: nothing is flushed or answered).
   void kill9();
   // SIGTERM the server and wait for it; returns its exit status (128+signal if killed).

@@ -1,0 +1,113 @@
+// Issue 17: a final event offers its slot for the next job (takeNext, docs/protocol.md 8.3). The daemon against
+// the in-memory control plane of daemon_fixture.hpp.
+#include "agent/slot_offer.hpp"
+#include "tests/agent/daemon_fixture.hpp"
+
+namespace nymph::agent::daemon_test {
+namespace {
+
+protocol::EventResponse handing(std::vector<protocol::JobAssignment> jobs) {
+  protocol::EventResponse r;
+  r.job_state = protocol::JobState::succeeded;
+  r.jobs = std::move(jobs);
+  r.slot_held = false;
+  return r;
+}
+
+const protocol::EventRequest* final_event_of(const FakeControlPlane& cp, const std::string& job) {
+  for (const auto& [j, e] : cp.events)
+    if (j == job && e.state != protocol::EventState::running) return &e;
+  return nullptr;
+}
+
+// The slot of a final event that took a job, or that the held poll counted while it is still the one in flight,
+// stays with the control plane; any other needs a new poll.
+TEST(SlotOffer, ANewPollOffersTheSlotUnlessAJobOrTheStillHeldPollTookIt) {
+  EXPECT_FALSE(offered_slot_needs_new_poll(/*jobs_handed=*/true, /*slot_held=*/false, /*polled_since_offer=*/true));
+  EXPECT_FALSE(offered_slot_needs_new_poll(true, false, false));
+  EXPECT_FALSE(offered_slot_needs_new_poll(false, true, false));
+  EXPECT_TRUE(offered_slot_needs_new_poll(false, true, true));
+  EXPECT_TRUE(offered_slot_needs_new_poll(false, false, false));
+  EXPECT_TRUE(offered_slot_needs_new_poll(false, false, true));
+}
+
+// The final event of a job that ended while the worker takes jobs offers its slot, and the job its reply leases
+// starts at once: no poll is needed for it.
+TEST_F(DaemonTest, TheJobAFinalEventsReplyLeasesStartsWithoutAPoll) {
+  settings.capacity = {{"process", 1}};
+  runner.output = "";
+  cp.take_next_replies["a"] = handing({job("b", "LB")});
+  std::size_t polls_when_b_ended = 0;
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("a", "LA")}});
+    co_await until([&] { return runner.started == 1 && cp.polls.size() == 2 && cp.polls_held == 1; });
+    runner.finish.insert("a");
+    runner.finish.insert("b");
+    runner.changed.notify();
+    co_await until([&] { return final_event_of(cp, "b") != nullptr; });
+    polls_when_b_ended = cp.polls.size();
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  ASSERT_NE(final_event_of(cp, "a"), nullptr);
+  EXPECT_TRUE(final_event_of(cp, "a")->take_next);
+  EXPECT_EQ(runner.started, 2);
+  EXPECT_EQ(cp.event_states("b"), (std::vector<std::string>{"succeeded"}));
+  EXPECT_EQ(polls_when_b_ended, 2u) << "b came in a's event reply; the poll held since a started stayed held";
+  EXPECT_EQ(cp.polls[1].free.at("process"), 0);
+}
+
+// While a final event that offers its slot is unanswered, a poll counts the slot as busy (the server may lease a
+// job for it in the event's reply). When the reply hands no job and the poll the server counted the slot on was
+// answered meanwhile, a new poll offers the slot.
+TEST_F(DaemonTest, APollLeavesAnOfferedSlotOutAndANewPollOffersItWhenNoJobTookIt) {
+  settings.capacity = {{"process", 1}};
+  runner.output = "";
+  cp.held_events.insert("a");
+  protocol::EventResponse none;
+  none.job_state = protocol::JobState::succeeded;
+  none.slot_held = true;  // counted on the poll held when the event arrived, which is answered below
+  cp.take_next_replies["a"] = none;
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("a", "LA")}});
+    co_await until([&] { return runner.started == 1 && cp.polls.size() == 2 && cp.polls_held == 1; });
+    runner.finish.insert("a");
+    runner.changed.notify();
+    co_await until([&] { return cp.events_held == 1; });  // a's final event is on its way
+    cp.reply({});  // the held poll is answered: the next one is sent while the slot is offered
+    co_await until([&] { return cp.polls.size() == 3; });
+    cp.held_events.erase("a");
+    cp.changed.notify();
+    co_await until([&] { return cp.polls.size() == 4; });
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  ASSERT_NE(final_event_of(cp, "a"), nullptr);
+  EXPECT_TRUE(final_event_of(cp, "a")->take_next);
+  ASSERT_GE(cp.polls.size(), 4u);
+  EXPECT_EQ(cp.polls[2].free.at("process"), 0) << "a poll sent while the slot is offered counts it busy";
+  EXPECT_EQ(cp.polls[3].free.at("process"), 1) << "the slot no job took is offered again";
+}
+
+// A worker that drains offers no slot: its final events do not take the next job.
+TEST_F(DaemonTest, ADrainingWorkersFinalEventTakesNoNextJob) {
+  settings.capacity = {{"process", 1}};
+  runner.output = "";
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("a", "LA")}});
+    co_await until([&] { return runner.started == 1 && cp.polls.size() == 2 && cp.polls_held == 1; });
+    cp.reply({.directive = protocol::Directive::drain});
+    co_await until([&] { return cp.polls.size() >= 3 && cp.polls.back().draining; });
+    runner.finish.insert("a");
+    runner.changed.notify();
+  });
+  EXPECT_EQ(reason, ExitReason::killed);
+  ASSERT_NE(final_event_of(cp, "a"), nullptr);
+  EXPECT_FALSE(final_event_of(cp, "a")->take_next);
+}
+
+}  // namespace
+}  // namespace nymph::agent::daemon_test
