@@ -108,13 +108,16 @@ asio::awaitable<void> Service::expire(Liveness::Expired expired) {
   }
 }
 
-void Service::wake_job_waiters(const std::string& job_id) {
+void Service::wake_job_waiters(const std::string& job_id, const std::optional<protocol::JobInfo>& job) {
   auto [first, last] = job_waiters_.equal_range(job_id);
-  for (auto it = first; it != last; ++it) it->second->cancel();
+  for (auto it = first; it != last; ++it) {
+    *it->second.handed = job;
+    it->second.timer->cancel();
+  }
 }
 
 void Service::wake_all_job_waiters() {
-  for (auto& [job, timer] : job_waiters_) timer->cancel();
+  for (auto& [job, waiter] : job_waiters_) waiter.timer->cancel();
 }
 
 // ---------------------------------------------------------------------------------------------------------

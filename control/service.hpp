@@ -177,8 +177,9 @@ class Service {
   bool has_news(const std::string& worker_id, const PollOutcome& out, bool draining) const;
   void rearm_clocks();
   boost::asio::awaitable<void> expire(Liveness::Expired expired);
-  // Wakes the `GET /v1/jobs/{id}?waitS=` requests waiting on one job (or on every job), which read it again.
-  void wake_job_waiters(const std::string& job_id);
+  // Wakes the `GET /v1/jobs/{id}?waitS=` requests waiting on one job (or on every job). With `job` (the job as
+  // the operation that woke them committed it) they answer with it; otherwise they read the job again.
+  void wake_job_waiters(const std::string& job_id, const std::optional<protocol::JobInfo>& job = std::nullopt);
   void wake_all_job_waiters();
 
   boost::asio::any_io_executor ex_;
@@ -194,7 +195,12 @@ class Service {
   std::unordered_map<std::string, Principal> credentials_;
   std::unordered_map<std::string, std::string> worker_credential_;  // worker id -> hash of its credential
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> token_used_;  // token hash -> last use recorded
-  std::unordered_multimap<std::string, boost::asio::steady_timer*> job_waiters_;  // job id -> parked GET
+  // A parked `GET /v1/jobs/{id}?waitS=`: the timer that wakes it, and where a waking operation may leave the job.
+  struct JobWaiter {
+    boost::asio::steady_timer* timer;
+    std::optional<protocol::JobInfo>* handed;
+  };
+  std::unordered_multimap<std::string, JobWaiter> job_waiters_;  // job id -> parked GET
   std::uint64_t poll_requests_ = 0;  // polls received (nymph_poll_requests_total)
   // Cancels already delivered per worker (lease -> reason): repeated in replies but no reason to answer early.
   std::unordered_map<std::string, std::unordered_map<std::string, protocol::CancelReason>> cancels_sent_;

@@ -55,6 +55,7 @@ template <class T>
 struct WithPoll {
   T first;
   std::optional<ApiResult<PollOutcome>> poll;
+  std::optional<protocol::JobInfo> job;  // the job as the operation left it, when someone waits for it
   // The operation is rolled back as a whole when its own part failed (DbWorker).
   bool has_error() const {
     if constexpr (requires { first.has_error(); }) return first.has_error();
@@ -105,7 +106,7 @@ asio::awaitable<HttpReply> Service::submit(const HttpRequest& req) {
   // An idle held poll that can take the job leases it in the submission's own transaction (one commit).
   ClaimGuard claim(hub_, hub_.claim_one_for(needs_of(*body), wall_now()));
   auto op = [b = *body, c = claim.get()](Store& s) {
-    WithPoll<SubmitOutcome> out{s.submit(b, wall_now()), std::nullopt};
+    WithPoll<SubmitOutcome> out{s.submit(b, wall_now()), std::nullopt, std::nullopt};
     if (c) out.poll = s.poll(c->worker_id, c->request, wall_now());
     return out;
   };
@@ -150,14 +151,22 @@ asio::awaitable<HttpReply> Service::get_job(std::string job_id, const HttpReques
       co_return error_reply(400, "badRequest", "query parameter 'waitS' must be 1.." + std::to_string(kMaxJobWaitS));
     deadline = Steady::now() + std::chrono::seconds(*w);
   }
+  std::optional<protocol::JobInfo> handed;  // the job as the final event that woke this wait committed it
   for (;;) {
-    auto op = [job_id](Store& s) { return s.get_job(job_id); };
-    auto r = co_await db_.run(std::move(op));
-    if (!r) co_return reply_for(r.error());
-    if (!deadline || protocol::is_final(r->state) || stopping_ || Steady::now() >= *deadline)
-      co_return json_reply(200, *r);
+    std::optional<ApiResult<protocol::JobInfo>> r;
+    if (handed) {
+      r.emplace(std::move(*handed));
+    } else {
+      auto op = [job_id](Store& s) { return s.get_job(job_id); };
+      r.emplace(co_await db_.run(std::move(op)));
+    }
+    handed.reset();
+    if (!*r) co_return reply_for(r->error());
+    const protocol::JobInfo& job = **r;
+    if (!deadline || protocol::is_final(job.state) || stopping_ || Steady::now() >= *deadline)
+      co_return json_reply(200, job);
     asio::steady_timer timer(ex_, *deadline);
-    auto parked = job_waiters_.emplace(job_id, &timer);
+    auto parked = job_waiters_.emplace(job_id, JobWaiter{&timer, &handed});
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     job_waiters_.erase(parked);
     // The client went away (the server cancels a held request when its connection closes).
@@ -184,10 +193,14 @@ asio::awaitable<HttpReply> Service::event(std::string job_id, std::string worker
   // the same way (one commit for "done" and the next lease either way).
   const bool take_next = body->take_next;
   ClaimGuard claim(hub_, protocol::is_final(body->state) && !take_next ? hub_.claim_worker(worker_id) : std::nullopt);
-  auto op = [job_id, worker_id, b = *body, c = claim.get()](Store& s) {
+  // Someone waits for this job (GET ?waitS=): the event's transaction reads it for them, as it commits it.
+  const bool awaited = job_waiters_.contains(job_id);
+  auto op = [job_id, worker_id, b = *body, c = claim.get(), awaited](Store& s) {
     s.touch_worker(worker_id, wall_now());  // an event is contact (lastSeen), whatever it is answered
-    WithPoll<ApiResult<EventOutcome>> out{s.apply_event(job_id, b, worker_id, wall_now()), std::nullopt};
+    WithPoll<ApiResult<EventOutcome>> out{s.apply_event(job_id, b, worker_id, wall_now()), std::nullopt, std::nullopt};
     auto& r = out.first;
+    if (awaited && r && r->attempt_ended)
+      if (auto job = s.get_job(job_id)) out.job = std::move(*job);
     if (r && r->reply.duplicate) {
       r->reply.jobs = s.taken_by_event(b.lease_id, b.seq, worker_id);
     } else if (r && r->freed_slot && b.take_next) {
@@ -223,7 +236,7 @@ asio::awaitable<HttpReply> Service::event(std::string job_id, std::string worker
   } else if (r->freed_slot) {
     hub_.slot_freed(r->freed_slot->first, r->freed_slot->second);
   }
-  if (r->attempt_ended) wake_job_waiters(job_id);
+  if (r->attempt_ended) wake_job_waiters(job_id, both.job);
   co_return json_reply(200, r->reply);
 }
 

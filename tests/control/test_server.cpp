@@ -526,6 +526,31 @@ TEST(ControlServer, ARepeatedFinalEventTakingNextHandsItsUnstartedJobAgain) {
   EXPECT_TRUE(late.jobs.empty());
 }
 
+// Issue 17: a wait woken by the job's final event is answered with the job as that event's transaction left it:
+// no second database operation (and no second trip through the DB thread) between the event and the answer.
+TEST(ControlServer, AJobWaitWokenByTheFinalEventIsAnsweredWithoutReadingTheJobAgain) {
+  ControlServer cp;
+  Api api(cp);
+  std::string w = api.register_worker(nymph::test::fresh_ulid());
+  std::string job_id = api.submit();
+  auto lease = api.poll(w, 1).jobs.at(0).lease_id;
+  long before = -1;
+  auto wait = api.client().request(Api::req(http::Method::get, p::job_path(job_id) + "?waitS=30", api.admin()));
+  auto finish = api.when_gauge("nymph_held_job_waits", 1, [&]() -> asio::awaitable<void> {
+    before = co_await api.metric_async("nymph_db_operations_total");
+    EXPECT_EQ(co_await api.succeed_async(job_id, lease, api.lease_credential(lease)), 200u);
+  });
+  auto reply = run_coro(api.ioc(), with_side(std::move(wait), std::move(finish)));
+  const long after = run_coro(api.ioc(), api.metric_async("nymph_db_operations_total"));
+  ASSERT_TRUE(reply);
+  auto job = p::parse_as<p::JobInfo>(reply->body).value();
+  EXPECT_EQ(job.state, p::JobState::succeeded) << reply->body;
+  EXPECT_EQ(job.exit_code, 0);
+  ASSERT_EQ(job.attempts.size(), 1u);
+  EXPECT_EQ(job.attempts[0].state, p::AttemptState::succeeded);
+  EXPECT_EQ(after - before, 1) << "database operations from the final event to the wait's answer";
+}
+
 TEST(ControlServer, JobWaitIsAnsweredByTheFinalEventOrCancel) {
   ControlServer cp;  // waits of 30 s: replies within seconds prove the wake-ups
   Api api(cp);
