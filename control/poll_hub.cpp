@@ -60,6 +60,14 @@ bool PollHub::slot_freed(const std::string& worker_id, const std::string& runner
   return false;
 }
 
+bool PollHub::slot_freed_quietly(const std::string& worker_id, const std::string& runner) {
+  if (auto it = parked_.find(worker_id); it != parked_.end()) {
+    ++it->second->request.free[runner];
+    return true;
+  }
+  return slot_freed(worker_id, runner);  // claimed, or none
+}
+
 PollHub::Waiter* PollHub::find_one_for(const JobNeeds& needs, std::chrono::system_clock::time_point now) {
   if (needs.runner == kAutoRunner) {
     // An unpinned training job goes to a Slurm worker when one can take it: such a worker first.

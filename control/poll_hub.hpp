@@ -72,6 +72,10 @@ class PollHub {
   // Counts the slot on the parked poll (if any) and wakes it, so it can take queued work at once instead of
   // after its timeout. Returns false when the worker has no parked poll.
   bool slot_freed(const std::string& worker_id, const std::string& runner);
+  // As slot_freed, but a parked poll is not woken: for a slot whose own transaction already looked for a queued
+  // job the worker could take and found none (takeNext). A submission committed after that transaction finds
+  // the slot when it claims or wakes a poll, so waking this one would only read the queue again.
+  bool slot_freed_quietly(const std::string& worker_id, const std::string& runner);
   // Wakes every parked poll with Why::shutdown (claimed ones end once handed or released).
   void wake_all_for_shutdown();
   // Parked polls now, claimed ones included.

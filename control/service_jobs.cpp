@@ -231,7 +231,8 @@ asio::awaitable<HttpReply> Service::event(std::string job_id, std::string worker
   if (take_next) {
     // The slot went to a job in this reply, or (none queued) to the held poll if there is one; the worker
     // learns which, so that it offers the slot again when no poll counts it.
-    bool held = r->freed_slot && r->reply.jobs.empty() && hub_.slot_freed(r->freed_slot->first, r->freed_slot->second);
+    bool held = r->freed_slot && r->reply.jobs.empty() &&
+                hub_.slot_freed_quietly(r->freed_slot->first, r->freed_slot->second);
     r->reply.slot_held = held;
   } else if (r->freed_slot) {
     hub_.slot_freed(r->freed_slot->first, r->freed_slot->second);

@@ -232,6 +232,27 @@ TEST(PollHub, AReleasedPollWaitsAgainUnlessSomethingConcernedItMeanwhile) {
   EXPECT_EQ(b.request.free.at("process"), 1);
 }
 
+// takeNext found no job for the slot in its own transaction: the held poll counts the slot without waking (a
+// wake would only read the queue again), and a later submission claims or wakes it with the slot counted.
+TEST(PollHub, ASlotFreedQuietlyIsCountedWithoutAWakeAndALaterSubmissionFindsIt) {
+  PollHub hub;
+  int woke = 0;
+  PollHub::Waiter a{"a", {{"process"}, {}, {}}, {.free = {{"process", 0}}}, true, [&] { ++woke; }};
+  hub.park(a);
+  EXPECT_FALSE(hub.claim_one_for({"process", {}, std::nullopt}, kNow));  // no free slot yet
+  EXPECT_TRUE(hub.slot_freed_quietly("a", "process"));
+  EXPECT_EQ(woke, 0);
+  EXPECT_EQ(a.why, PollHub::Why::none);
+  EXPECT_EQ(a.request.free.at("process"), 1);
+  auto claim = hub.claim_one_for({"process", {}, std::nullopt}, kNow);
+  ASSERT_TRUE(claim);
+  EXPECT_EQ(claim->request.free.at("process"), 1);
+  hub.release(*claim);
+  EXPECT_TRUE(hub.wake_one_for({"process", {}, std::nullopt}, kNow));
+  EXPECT_EQ(woke, 1);
+  EXPECT_FALSE(hub.slot_freed_quietly("nobody", "process"));
+}
+
 TEST(PollHub, AClaimOfAPollThatWentAwayHandsNothing) {
   PollHub hub;
   PollHub::Waiter a{"a", {{"process"}, {}, {}}, {.free = {{"process", 1}}}, true, [] {}};
