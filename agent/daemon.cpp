@@ -542,7 +542,9 @@ struct Daemon::Impl {
       return;  // a duplicate delivery
     }
     if (!lifecycle.accepting_jobs()) {
-      log->info("job {}: not started, the agent is stopping (the control plane re-queues it)", job.job_id);
+      // Leased in a reply that crossed the agent's stop (a poll's, or a final event's takeNext): handed back
+      // at once, unstarted, rather than left to its lease's expiry.
+      refuse(std::move(job), "refused: the worker is stopping and takes no new jobs");
       return;
     }
     if (auto cap = settings.capacity.find(job.runner);
@@ -584,10 +586,10 @@ struct Daemon::Impl {
     state_changed.notify();
   }
 
-  // A3: an assignment beyond the runner's advertised capacity (a control plane that sends more than `free`), or
-  // one that does not fit before this worker's allocation ends (does_not_fit), is never started: its only event
-  // is `lost` (seq 1, reason overCapacity) saying `message`, sent at once, so the control plane re-queues it
-  // without counting an attempt. It is not listed as running.
+  // A3: an assignment beyond the runner's advertised capacity (a control plane that sends more than `free`), one
+  // that does not fit before this worker's allocation ends (does_not_fit), or one that arrives once the worker
+  // takes no new jobs, is never started: its only event is `lost` (seq 1, reason overCapacity) saying `message`,
+  // sent at once, so the control plane re-queues it without counting an attempt. It is not listed as running.
   void refuse(protocol::JobAssignment job, const std::string& message) {
     auto a = std::make_unique<Attempt>(ex, settings);
     a->job_id = job.job_id;

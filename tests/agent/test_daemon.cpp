@@ -208,6 +208,12 @@ TEST_F(DaemonTest, DrainTakesNoNewJobsAndExitsWhenIdle) {
   EXPECT_EQ(reason, ExitReason::killed);
   EXPECT_EQ(runner.started, 1);
   EXPECT_EQ(cp.event_states("j1").back(), "succeeded");
+  // The job that crossed the stop is handed back at once, unstarted (re-queued without counting an attempt).
+  EXPECT_EQ(cp.event_states("j2"), (std::vector<std::string>{"lost"}));
+  for (const auto& [j, e] : cp.events)
+    if (j == "j2") {
+      EXPECT_EQ(e.reason, protocol::EventReason::over_capacity);
+    }
 }
 
 TEST_F(DaemonTest, SigtermWaitsForRunningJobsWithinDrainGraceThenKills) {
