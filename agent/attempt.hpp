@@ -63,7 +63,7 @@ struct Attempt {
   // Its run ended while the worker took jobs: its final event offers the slot for the next job (takeNext,
   // docs/protocol.md 8.3), and the slot counts as busy (in no poll) until that event is answered.
   bool offers_slot = false;
-  std::uint64_t offered_at_poll = 0;  // the daemon's poll count when the slot was offered
+  std::uint64_t offered_at_poll = 0;  // the daemon's poll count when that final event was last sent
   // What the replies to its events handed over: jobs leased to the worker (takeNext), and whether the offered
   // slot, finding no job, was counted on the held poll instead.
   std::vector<protocol::JobAssignment> handed;

@@ -525,8 +525,8 @@ struct Daemon::Impl {
 
   // Once `a`'s delivery ended: the jobs its event replies leased start (takeNext, or a repeated event's), and a
   // slot its final event offered that no poll counts now (no job took it, and the held poll did not, or was
-  // replaced since the offer) is offered by a new poll. So is a leased job whose lease must be renewed before
-  // the poll in flight returns.
+  // replaced while the event was on its way) is offered by a new poll. So is a leased job whose lease must be
+  // renewed before the poll in flight returns.
   void settle_event_replies(Attempt& a) {
     const bool offered = std::exchange(a.offers_slot, false);
     auto handed = std::exchange(a.handed, {});
@@ -666,10 +666,7 @@ struct Daemon::Impl {
       }
       log->info("job {}: {}{}", a->job_id, to_string(final_update.state),
                 final_update.message.empty() ? "" : " (" + final_update.message + ")");
-      if (lifecycle.accepting_jobs() && !a->lease_expired) {
-        a->offers_slot = true;
-        a->offered_at_poll = polls_sent;
-      }
+      a->offers_slot = lifecycle.accepting_jobs() && !a->lease_expired;
       a->outbox.push_event(std::move(final_update), std::chrono::system_clock::now(), Clock::now());
     }
     a->wake.notify();
@@ -711,7 +708,8 @@ struct Daemon::Impl {
 
   // Delivers one attempt's events and logs (see deliver()), then lets the attempt go when its run is over.
   asio::awaitable<void> ship(Attempt* a) {
-    DeliveryContext context{cp, {settings.backoff_initial, settings.backoff_max}, state_changed, delivery_deadline, *log};
+    DeliveryContext context{cp, {settings.backoff_initial, settings.backoff_max}, state_changed, delivery_deadline, *log,
+                            polls_sent};
     auto refused = co_await deliver(*a, context);
     if (refused) {
       fatal("control plane refused the token: " + *refused);

@@ -15,13 +15,15 @@ namespace asio = boost::asio;
 
 namespace {
 
-// Sends one upload. An event that ends the attempt offers its slot when the attempt does (takeNext); whatever
-// an event's reply hands over is kept on the attempt for the daemon.
-asio::awaitable<CallResult<void>> upload(ControlPlane& cp, Attempt& a, const Upload& u) {
+// Sends one upload. An event that ends the attempt offers its slot when the attempt does (takeNext), noting the
+// daemon's poll count as it goes; whatever an event's reply hands over is kept on the attempt for the daemon.
+asio::awaitable<CallResult<void>> upload(const DeliveryContext& ctx, Attempt& a, const Upload& u) {
+  ControlPlane& cp = ctx.cp;
   if (u.kind == Upload::Kind::event) {
     const OutboxEvent& e = *u.event;
     auto request = to_event(a.lease_id, e.seq, e.update, e.at);
     request.take_next = a.offers_slot && runners::is_final(e.update.state);
+    if (request.take_next) a.offered_at_poll = ctx.polls_sent;
     auto r = co_await cp.send_event(a.job_id, std::move(request));
     if (!r) co_return r.error();
     for (auto& job : r->jobs) a.handed.push_back(std::move(job));
@@ -80,7 +82,7 @@ asio::awaitable<std::optional<std::string>> deliver(Attempt& a, DeliveryContext 
       co_await a.wake.wait(a.outbox.held_until(Clock::now()));
       continue;
     }
-    auto sent = co_await cancellable(co_await asio::this_coro::executor, upload(ctx.cp, a, *u), a.cancel_upload);
+    auto sent = co_await cancellable(co_await asio::this_coro::executor, upload(ctx, a, *u), a.cancel_upload);
     if (a.stopped() || !sent) break;
     auto& r = *sent;
     if (r) {

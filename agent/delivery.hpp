@@ -1,6 +1,7 @@
 #pragma once
 // The shipper of one attempt: uploads its events and log chunks in the order its outbox offers them and
 // decides what each control-plane failure means for the attempt.
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -23,6 +24,7 @@ struct DeliveryContext {
   // abandons the attempt and cancels its upload in flight (Attempt::cancel_upload).
   const std::optional<Clock::time_point>& exit_deadline;
   spdlog::logger& log;
+  const std::uint64_t& polls_sent;  // the daemon's poll count, noted as a final event that offers its slot is sent
 };
 
 // Delivers `a`'s events and logs in order until its final event is acknowledged, the attempt is stopped

@@ -5,9 +5,9 @@
 namespace nymph::agent {
 
 // The slot stays with the control plane when a job in the event's reply took it, or when the held poll counted
-// it (slotHeld) and is still the worker's poll in flight: no poll was sent since the slot was offered (a poll
-// sent since then left the slot out, and the server answers the counted one as soon as the newer arrives).
-// Otherwise no poll knows the slot: true, poll again.
+// it (slotHeld) and is still the worker's poll in flight: no poll was sent since the event was (a poll sent
+// since then left the slot out, and the server answers the counted one as soon as the newer arrives). Otherwise
+// no poll knows the slot: true, poll again.
 constexpr bool offered_slot_needs_new_poll(bool jobs_handed, bool slot_held, bool polled_since_offer) {
   return !jobs_handed && !(slot_held && !polled_since_offer);
 }
