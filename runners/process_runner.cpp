@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <system_error>
 #include <utility>
 
@@ -159,9 +160,12 @@ struct Session {
   ExitStatus status;
 };
 
-// One stream's buffer of unsent output.
+// One stream's buffer of unsent output: output_chunk bytes, left uninitialised (a job that prints little touches
+// few of its pages) and reused for every chunk of the stream.
 struct Pending {
-  std::string bytes;
+  explicit Pending(std::size_t size) : bytes(std::make_unique_for_overwrite<char[]>(size)), size(size) {}
+  std::unique_ptr<char[]> bytes;
+  std::size_t size;
   std::size_t used = 0;
   std::uint64_t offset = 0;  // stream offset of bytes[0]
   Clock::time_point first;   // when bytes[0] was read
@@ -169,8 +173,7 @@ struct Pending {
 
 asio::awaitable<void> flush(Session* s, Stream stream, Pending* p) {
   if (p->used == 0) co_return;
-  std::string chunk = std::exchange(p->bytes, std::string(s->cfg.output_chunk, '\0'));
-  chunk.resize(p->used);
+  std::string chunk(p->bytes.get(), p->used);  // what the outbox keeps is what was read, no more
   const std::size_t n = p->used;
   p->used = 0;
   // Suspends while the agent's queue is full; not reading meanwhile is the backpressure on the job.
@@ -180,16 +183,16 @@ asio::awaitable<void> flush(Session* s, Stream stream, Pending* p) {
 
 // Reads one pipe to EOF and hands the bytes on in chunks, flushed when full or output_flush old.
 asio::awaitable<void> pump(Session* s, asio::posix::stream_descriptor* sd, Stream stream) {
-  Pending p{std::string(s->cfg.output_chunk, '\0')};
+  Pending p(s->cfg.output_chunk);
   asio::steady_timer flush_timer(sd->get_executor());
   std::size_t budget = ReadGroup::kFinalDrainBudget;
   for (;;) {
     error_code ec;
-    std::size_t n = sd->read_some(asio::buffer(p.bytes.data() + p.used, p.bytes.size() - p.used), ec);
+    std::size_t n = sd->read_some(asio::buffer(p.bytes.get() + p.used, p.size - p.used), ec);
     if (!ec) {
       if (p.used == 0) p.first = Clock::now();
       p.used += n;
-      if (p.used == p.bytes.size() || Clock::now() >= p.first + s->cfg.output_flush) co_await flush(s, stream, &p);
+      if (p.used == p.size || Clock::now() >= p.first + s->cfg.output_flush) co_await flush(s, stream, &p);
       if (s->reading.final_drain() && (budget -= std::min(budget, n)) == 0) break;
       continue;
     }

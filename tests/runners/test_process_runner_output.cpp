@@ -123,5 +123,35 @@ TEST(ProcessRunnerOutput, HundredMegabytesThroughASlowReporterInOrderWithBounded
             << ", VmHWM growth " << hwm_growth_mib << " MiB\n";
 }
 
+// What the runner hands on for a few bytes of output is a string of about their size, not a chunk-sized buffer:
+// the agent's outbox counts a chunk by its bytes, so a job printing a line now and then must not make it hold
+// output_chunk (64 KiB) per line while the control plane is slow.
+TEST(ProcessRunnerOutput, AFewBytesOfOutputAreHandedOnInAStringOfTheirSize) {
+  class CapacityReporter : public JobReporter {
+   public:
+    std::string out;
+    std::size_t max_capacity = 0;
+    void update(JobUpdate) override {}
+    asio::awaitable<void> output(Stream, std::uint64_t, std::string bytes) override {
+      max_capacity = std::max(max_capacity, bytes.capacity());
+      out += bytes;
+      co_return;
+    }
+  };
+  test::TempDir tmp;
+  ProcessRunnerConfig config;
+  config.work_dir = tmp / "work";
+  ProcessRunner runner(config, null_logger());
+  CapacityReporter reporter;
+  JobSpec spec;
+  spec.job_id = "small";
+  spec.argv = {NYMPH_TEST_CHILD, "--text", "--write", "10"};
+  asio::io_context ioc;
+  auto final = test::run_coro(ioc, runner.run(spec, reporter), 60s);
+  EXPECT_EQ(final.state, JobState::succeeded) << final.message;
+  EXPECT_EQ(reporter.out, "abcdefghij");
+  EXPECT_LT(reporter.max_capacity, 1024u) << "a 10-byte chunk kept " << reporter.max_capacity << " bytes";
+}
+
 }  // namespace
 }  // namespace nymph::runners
