@@ -21,6 +21,17 @@ namespace nymph::agent {
 
 struct Attempt;
 
+// Starts the delivery of an attempt that has something to send and no delivery running (the daemon). An attempt
+// holds no delivery coroutine while nothing waits to be sent: a Slurm job tracked for days costs no frames for it.
+class ShipperStarter {
+ public:
+  // Starts `a`'s delivery; `a` has no delivery running (shipper_active is false) and is not stopped.
+  virtual void start_shipper(Attempt& a) = 0;
+
+ protected:
+  ~ShipperStarter() = default;
+};
+
 // Hands what a runner produces to the attempt's outbox, slowing the job down when the backlog is full.
 class AttemptReporter final : public runners::JobReporter {
  public:
@@ -37,8 +48,9 @@ class AttemptReporter final : public runners::JobReporter {
 };
 
 struct Attempt {
-  // An attempt with an empty outbox whose uploads and backlog are bounded as `s` says.
-  Attempt(boost::asio::any_io_executor ex, const DaemonSettings& s);
+  // An attempt with an empty outbox whose uploads and backlog are bounded as `s` says; `starter` starts its
+  // delivery when something is queued and none runs, and outlives the attempt.
+  Attempt(boost::asio::any_io_executor ex, const DaemonSettings& s, ShipperStarter& starter);
   std::string job_id, lease_id, runner_name;
   int number = 1;
   runners::Runner* runner = nullptr;  // null when the attempt was refused (unknown runner, no time left)
@@ -50,8 +62,9 @@ struct Attempt {
   Notifier wake;     // the shipper waits here for something to send
   Notifier drained;  // producers wait here for buffer space
   AttemptReporter reporter;
+  ShipperStarter& shipper_starter;
   bool run_active = false;
-  bool shipper_active = false;
+  bool shipper_active = false;  // its delivery (the daemon's ship()) runs
   bool fenced = false;     // the control plane no longer accepts this lease
   bool detached = false;   // left running at a manager stop (survives_agent): nothing more is reported
   bool abandoned = false;  // the daemon is exiting and gave up delivering
@@ -79,6 +92,8 @@ struct Attempt {
   bool survives_agent() const;
   // Wakes the shipper and any producer waiting for buffer space, after a flag changed.
   void wake_all();
+  // Something was queued in the outbox: wakes the delivery, or starts one when none runs (unless stopped).
+  void queued();
 };
 
 }  // namespace nymph::agent

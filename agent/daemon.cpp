@@ -38,7 +38,7 @@ Result<void> check_assignment_ids(const protocol::JobAssignment& job) {
 
 }  // namespace
 
-struct Daemon::Impl {
+struct Daemon::Impl final : ShipperStarter {
   Impl(asio::any_io_executor ex, DaemonSettings s, ControlPlane& cp, std::map<std::string, runners::Runner*> r,
        std::shared_ptr<spdlog::logger> log)
       : ex(ex),
@@ -67,7 +67,7 @@ struct Daemon::Impl {
   // answer decides whether it is resumed or abandoned.
   void adopt(const std::string& runner_name, runners::Runner* runner, runners::InFlightAttempt left) {
     const std::string id = left.job_id;
-    auto a = std::make_unique<Attempt>(ex, settings);
+    auto a = std::make_unique<Attempt>(ex, settings, *this);
     a->job_id = id;
     a->lease_id = left.lease_id;
     a->number = left.attempt;
@@ -381,14 +381,11 @@ struct Daemon::Impl {
     for (Attempt* a : pending) {
       a->adopted_pending = false;
       if (auto it = last_seq.find(a->lease_id); it != last_seq.end()) a->outbox.continue_after(it->second);
-      a->shipper_active = true;
       a->run_active = true;
       a->lease_window = LeaseClock::window(ttl_for(a->runner_name, std::nullopt));
       leases.track(a->job_id, ttl_for(a->runner_name, std::nullopt), Clock::now());
       log->info("job {}: resuming attempt {} left running by a previous run", a->job_id, a->number);
-      std::string id = a->job_id;
-      spawn(ship(a), "delivery for job " + id);
-      spawn(run_attempt(a), "job " + id);
+      spawn(run_attempt(a), "job " + a->job_id);  // its delivery starts with its first update
     }
   }
 
@@ -557,7 +554,7 @@ struct Daemon::Impl {
       refuse(std::move(job), "refused: " + *why);
       return;
     }
-    auto a = std::make_unique<Attempt>(ex, settings);
+    auto a = std::make_unique<Attempt>(ex, settings, *this);
     a->job_id = job.job_id;
     a->lease_id = job.lease_id;
     a->number = job.attempt;
@@ -568,21 +565,20 @@ struct Daemon::Impl {
     log->info("job {}: attempt {} on runner {}", a->job_id, a->number, a->runner_name);
     Attempt* raw = a.get();
     attempts.emplace(job.job_id, std::move(a));
-    // Both flags are set before either coroutine starts: co_spawn may run one inline up to its first
-    // suspension, and the attempt is removed as soon as neither is active. `raw` is not used afterwards.
-    raw->shipper_active = true;
+    // The flag is set before the coroutine starts: co_spawn may run it inline up to its first suspension, and
+    // the attempt is removed as soon as neither its run nor its delivery is active. Its delivery starts with
+    // the first thing it queues (Attempt::queued). `raw` is not used afterwards.
     if (!runner) {
       raw->outbox.push_event(JobUpdate{.state = JobState::failed, .message = runner.error().message},
                              std::chrono::system_clock::now(), Clock::now());
+      raw->queued();
     } else {
       raw->run_active = true;
       const auto ttl = ttl_for(job.runner, job.lease_ttl_s);
       raw->lease_window = LeaseClock::window(ttl);
       leases.track(raw->job_id, ttl, Clock::now());
+      spawn(run_attempt(raw), "job " + raw->job_id);
     }
-    std::string id = raw->job_id;
-    spawn(ship(raw), "delivery for job " + id);
-    if (runner) spawn(run_attempt(raw), "job " + id);
     state_changed.notify();
   }
 
@@ -591,19 +587,18 @@ struct Daemon::Impl {
   // takes no new jobs, is never started: its only event is `lost` (seq 1, reason overCapacity) saying `message`,
   // sent at once, so the control plane re-queues it without counting an attempt. It is not listed as running.
   void refuse(protocol::JobAssignment job, const std::string& message) {
-    auto a = std::make_unique<Attempt>(ex, settings);
+    auto a = std::make_unique<Attempt>(ex, settings, *this);
     a->job_id = job.job_id;
     a->lease_id = job.lease_id;
     a->number = job.attempt;
     a->runner_name = job.runner;
     a->given_up = true;
-    a->shipper_active = true;
     log->warn("job {}: attempt {} {}", a->job_id, a->number, message);
     a->outbox.push_event(JobUpdate{.state = JobState::lost, .message = message, .reason = runners::LostReason::over_capacity},
                          std::chrono::system_clock::now(), Clock::now());
     Attempt* raw = a.get();
     attempts.emplace(job.job_id, std::move(a));
-    spawn(ship(raw), "delivery for job " + job.job_id);
+    raw->queued();
   }
 
   // The runner that runs `a`, or why `a` cannot start on this worker: its runner is not here.
@@ -668,6 +663,7 @@ struct Daemon::Impl {
                 final_update.message.empty() ? "" : " (" + final_update.message + ")");
       a->offers_slot = lifecycle.accepting_jobs() && !a->lease_expired;
       a->outbox.push_event(std::move(final_update), std::chrono::system_clock::now(), Clock::now());
+      a->queued();
     }
     a->wake.notify();
     state_changed.notify();
@@ -704,6 +700,12 @@ struct Daemon::Impl {
     attempts.erase(id);
     state_changed.notify();
     write_status(/*paced=*/true);
+  }
+
+  // ShipperStarter: `a` queued something and has no delivery running.
+  void start_shipper(Attempt& a) override {
+    a.shipper_active = true;
+    spawn(ship(&a), "delivery for job " + a.job_id);
   }
 
   // Delivers one attempt's events and logs (see deliver()), then lets the attempt go when its run is over.
@@ -854,6 +856,15 @@ void Daemon::on_signal(Signal s) {
 std::string Daemon::exit_message() const { return impl_->lifecycle.message(); }
 
 std::optional<Clock::time_point> Daemon::idle_since() const { return impl_->lifecycle.idle_since(); }
+
+Daemon::AttemptCounts Daemon::attempt_counts() const {
+  AttemptCounts n;
+  for (const auto& [id, a] : impl_->attempts) {
+    ++n.attempts;
+    if (a->shipper_active) ++n.delivering;
+  }
+  return n;
+}
 
 std::optional<ExitReason> Daemon::stop_reason() const { return impl_->lifecycle.exit_reason(); }
 

@@ -72,6 +72,14 @@ class Daemon {
   // Why the worker stops, once it began to (the lifecycle's exit reason), else nullopt.
   std::optional<ExitReason> stop_reason() const;
 
+  // Attempts in hand, and how many of them have a delivery running now: an attempt with nothing to send (its
+  // updates and output acknowledged, its run going on) has none.
+  struct AttemptCounts {
+    std::size_t attempts = 0;
+    std::size_t delivering = 0;
+  };
+  AttemptCounts attempt_counts() const;
+
   // The kept launch's chain as status.json shows it ("chain": {"generation", "state", "reason", "successorJobId"});
   // written at once. Not called: no "chain" key.
   void set_chain_status(std::string state, std::string reason, std::string successor_job_id);

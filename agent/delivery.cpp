@@ -79,7 +79,11 @@ asio::awaitable<std::optional<std::string>> deliver(Attempt& a, DeliveryContext 
     auto u = a.outbox.next_upload(Clock::now());
     if (!u) {
       if (a.outbox.finished() || (!a.run_active && !a.outbox.has_final())) break;
-      co_await a.wake.wait(a.outbox.held_until(Clock::now()));
+      const auto held = a.outbox.held_until(Clock::now());
+      // Nothing to send while the run goes on: this delivery ends, and the next upload queued starts another
+      // (Attempt::queued), so an attempt holds no frames here while it has nothing to say.
+      if (!held && a.run_active) break;
+      co_await a.wake.wait(held);
       continue;
     }
     auto sent = co_await cancellable(co_await asio::this_coro::executor, upload(ctx, a, *u), a.cancel_upload);

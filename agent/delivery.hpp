@@ -28,7 +28,8 @@ struct DeliveryContext {
 };
 
 // Delivers `a`'s events and logs in order until its final event is acknowledged, the attempt is stopped
-// (fenced, detached, abandoned), or its run ended without a final event; transient failures are retried
+// (fenced, detached, abandoned), its run ended without a final event, or, while the run goes on, nothing is
+// left to send or held back (the next upload queued starts a new delivery); transient failures are retried
 // with backoff for as long as it takes (each wait ends early on the attempt's wake-up, a change of the daemon's
 // state or its exit deadline; an upload in flight ends when the attempt's cancel_upload is emitted). A lost lease (or a log offset this agent no longer has) fences
 // the attempt, and a lost lease also stops its run (StopReason::lease_lost); an upload the control plane

@@ -1,5 +1,6 @@
-// Issue 17: a final event offers its slot for the next job (takeNext, docs/protocol.md 8.3). The daemon against
-// the in-memory control plane of daemon_fixture.hpp.
+// Issue 17: a final event offers its slot for the next job (takeNext, docs/protocol.md 8.3), and an attempt holds a
+// delivery only while it has something to send. The daemon against the in-memory control plane of
+// daemon_fixture.hpp.
 #include "agent/slot_offer.hpp"
 #include "tests/agent/daemon_fixture.hpp"
 
@@ -107,6 +108,31 @@ TEST_F(DaemonTest, ADrainingWorkersFinalEventTakesNoNextJob) {
   EXPECT_EQ(reason, ExitReason::killed);
   ASSERT_NE(final_event_of(cp, "a"), nullptr);
   EXPECT_FALSE(final_event_of(cp, "a")->take_next);
+}
+
+// Issue 17 (memory per tracked job): an attempt whose run goes on with nothing to send holds no delivery; the
+// next thing it queues (here its final event) starts one. Nothing is lost or reordered.
+TEST_F(DaemonTest, AnAttemptWithNothingToSendHoldsNoDeliveryAndItsEndStartsOne) {
+  settings.capacity = {{"process", 1}};
+  runner.output = "first\n";
+  Daemon::AttemptCounts quiet;
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("a", "LA")}});
+    // Its running event and first output are acknowledged; the job still runs.
+    co_await until([&] { return cp.logs["a/stdout"] == "first\n" && cp.event_states("a").size() == 1; });
+    co_await until([&] { return daemon->attempt_counts().delivering == 0; });
+    quiet = daemon->attempt_counts();
+    runner.finish.insert("a");
+    runner.changed.notify();
+    co_await until([&] { return cp.event_states("a").size() == 2; });
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  EXPECT_EQ(quiet.attempts, 1u);
+  EXPECT_EQ(quiet.delivering, 0u) << "a running attempt with nothing to send holds a delivery";
+  EXPECT_EQ(cp.event_states("a"), (std::vector<std::string>{"running", "succeeded"}));
+  EXPECT_EQ(cp.logs["a/stdout"], "first\n");
 }
 
 }  // namespace
