@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include <boost/algorithm/string/predicate.hpp>
 
@@ -23,6 +24,8 @@ PollPacer::PollPacer(PollPacerConfig config)
   config_.ceiling = std::max(config_.ceiling, config_.quick);
   config_.rpc_budget_per_minute = std::max(config_.rpc_budget_per_minute, 0);
   config_.jitter = std::clamp(config_.jitter, 0.0, 0.9);
+  bucket_capacity_ = std::max(1.0, config_.rpc_budget_per_minute / 2.0);
+  tokens_ = bucket_capacity_;
 }
 
 std::chrono::milliseconds PollPacer::jittered(std::chrono::milliseconds d) {
@@ -64,20 +67,42 @@ void PollPacer::forget_before(PacerClock::time_point now) {
   while (!spent_.empty() && spent_.front() + config_.rpc_window <= now) spent_.pop_front();
 }
 
+void PollPacer::refill(PacerClock::time_point now) {
+  if (refilled_at_ && now > *refilled_at_) {
+    const std::chrono::duration<double> elapsed = now - *refilled_at_;
+    const std::chrono::duration<double> window = config_.rpc_window;
+    tokens_ = std::min(bucket_capacity_, tokens_ + bucket_capacity_ * (elapsed / window));
+  }
+  if (!refilled_at_ || now > *refilled_at_) refilled_at_ = now;
+}
+
+std::chrono::milliseconds PollPacer::bucket_delay(double rpcs) const {
+  // A count larger than the bucket waits for it to be full.
+  const double missing = std::min(rpcs, bucket_capacity_) - tokens_;
+  if (missing <= 1e-9) return std::chrono::milliseconds(0);
+  const std::chrono::duration<double, std::milli> refill_time =
+      std::chrono::duration<double, std::milli>(config_.rpc_window) * (missing / bucket_capacity_);
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(refill_time.count())));
+}
+
 std::chrono::milliseconds PollPacer::rpc_delay(PacerClock::time_point now, int rpcs) {
   if (config_.rpc_budget_per_minute == 0) return std::chrono::milliseconds(0);
   forget_before(now);
+  refill(now);
   const auto budget = static_cast<std::size_t>(config_.rpc_budget_per_minute);
   const auto want = static_cast<std::size_t>(std::clamp(rpcs, 0, config_.rpc_budget_per_minute));
-  if (spent_.size() + want <= budget) return std::chrono::milliseconds(0);
+  const std::chrono::milliseconds bucket_wait = bucket_delay(static_cast<double>(want));
+  if (spent_.size() + want <= budget) return bucket_wait;
   // The oldest entries must leave the window first: the one whose departure makes room is the last to wait for.
   const auto& frees_room = spent_[spent_.size() + want - budget - 1];
-  return std::chrono::ceil<std::chrono::milliseconds>(frees_room + config_.rpc_window - now);
+  return std::max(bucket_wait, std::chrono::ceil<std::chrono::milliseconds>(frees_room + config_.rpc_window - now));
 }
 
 void PollPacer::spend(PacerClock::time_point now, int rpcs) {
   if (config_.rpc_budget_per_minute == 0) return;  // nothing to count against
   forget_before(now);
+  refill(now);
+  tokens_ -= rpcs;
   for (int i = 0; i < rpcs; ++i) spent_.push_back(now);
 }
 

@@ -6,9 +6,12 @@
 //   - Controller trouble (squeue or scancel refused, timed out, rate limited): the next cycle waits a backoff
 //     that doubles per failed cycle from `quick` up to kMaxControllerBackoff, with jitter, and the pacer says why
 //     (trouble()) until a cycle succeeds.
-//   - RPC budget: at most `rpc_budget_per_minute` slurmctld RPCs in any 60 s window (rpc_window); rpc_delay says
-//     how long the next RPCs must wait for the window to have room. sacct talks to slurmdbd, not slurmctld: it is
-//     not counted.
+//   - RPC budget: at most `rpc_budget_per_minute` slurmctld RPCs in any 60 s window (rpc_window), spread out: a
+//     bucket of half the budget, refilled at half the budget per window, so a burst of calls takes at most half
+//     the budget at once and the rest follow at a steady pace (one every 2 s at the default 60) instead of
+//     waiting for the window to empty. A bucket of C refilled at C per window never lets more than 2C through in
+//     any window; the window itself is counted too, for calls larger than the bucket. rpc_delay says how long the
+//     next RPCs must wait. sacct talks to slurmdbd, not slurmctld: it is not counted.
 // Nothing here sleeps or reads a clock: every call takes `now`, and the jitter comes from a seeded generator.
 #include <chrono>
 #include <cstdint>
@@ -61,11 +64,12 @@ class PollPacer {
   // When the next cycle is due: never (time_point::max()) before the first hurry() or cycle_done().
   PacerClock::time_point next_cycle() const { return next_cycle_; }
 
-  // How long `rpcs` more slurmctld RPCs must wait from `now` to stay within the budget (zero: they fit now). A
-  // count larger than the whole budget waits for an empty window and is then let through.
+  // How long `rpcs` more slurmctld RPCs must wait from `now` to stay within the budget (zero: they fit now): for
+  // the bucket to hold them and the window to have room. A count larger than the bucket waits for a full bucket
+  // (and leaves it in debt); one larger than the whole budget waits for an empty window and is then let through.
   std::chrono::milliseconds rpc_delay(PacerClock::time_point now, int rpcs);
 
-  // Records `rpcs` slurmctld RPCs made at `now`.
+  // Records `rpcs` slurmctld RPCs made at `now` (taken from the bucket, which may go into debt).
   void spend(PacerClock::time_point now, int rpcs);
 
   // RPCs made in the rpc_window before `now`.
@@ -79,6 +83,8 @@ class PollPacer {
  private:
   std::chrono::milliseconds jittered(std::chrono::milliseconds d);
   void forget_before(PacerClock::time_point now);
+  void refill(PacerClock::time_point now);
+  std::chrono::milliseconds bucket_delay(double rpcs) const;  // until the bucket holds `rpcs` (refilled first)
 
   PollPacerConfig config_;
   std::chrono::milliseconds interval_;  // the wait the next quiet cycle starts from
@@ -86,6 +92,9 @@ class PollPacer {
   int failures_ = 0;
   std::string trouble_;
   std::deque<PacerClock::time_point> spent_;  // one entry per RPC in the window, oldest first
+  double bucket_capacity_ = 0;                 // half the budget (at least 1)
+  double tokens_ = 0;                          // RPCs the bucket lets through now (full at first); < 0: in debt
+  std::optional<PacerClock::time_point> refilled_at_;  // tokens_ was brought up to date then (none: never used)
   std::mt19937_64 random_;
 };
 

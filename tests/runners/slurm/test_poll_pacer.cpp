@@ -2,6 +2,10 @@
 // a backoff with jitter while slurmctld fails, and an RPC budget that no 60 s window exceeds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+#include <vector>
+
 #include "runners/slurm/poll_pacer.hpp"
 
 using namespace nymph::runners::slurm;
@@ -95,24 +99,74 @@ TEST(PollPacer, TwoPacersWithDifferentSeedsComeBackAtDifferentTimes) {
   EXPECT_NE(pa.next_cycle(), pb.next_cycle());
 }
 
-TEST(PollPacer, NoSixtySecondWindowHoldsMoreRpcsThanTheBudget) {
-  PollPacer p(no_jitter(5));
+TEST(PollPacer, HalfTheBudgetGoesAtOnceAndTheRestFollowsAtAStep) {
+  PollPacer p(no_jitter(6));  // a bucket of 3, refilled by one every 20 s
   auto now = t0;
   EXPECT_EQ(p.rpc_delay(now, 3), 0ms);
   p.spend(now, 3);
-  now += 10s;
-  EXPECT_EQ(p.rpc_delay(now, 2), 0ms);
-  p.spend(now, 2);
-  EXPECT_EQ(p.rpcs_in_window(now), 5);
-  // One more must wait until the first three leave the window at t0 + 60 s.
-  EXPECT_EQ(p.rpc_delay(now, 1), 50s);
-  // Four more need the two of t0 + 10 s gone too.
-  EXPECT_EQ(p.rpc_delay(now, 4), 60s);
-  // More than the whole budget waits for an empty window and then goes.
-  EXPECT_EQ(p.rpc_delay(now, 50), 60s);
-  now = t0 + 60s;
-  EXPECT_EQ(p.rpcs_in_window(now), 2);
-  EXPECT_EQ(p.rpc_delay(now, 3), 0ms);
+  EXPECT_EQ(p.rpc_delay(now, 1), 20s) << "the bucket is empty: the next call waits for one token, not the window";
+  now += 20s;
+  EXPECT_EQ(p.rpc_delay(now, 1), 0ms);
+  p.spend(now, 1);
+  EXPECT_EQ(p.rpc_delay(now, 2), 40s);
+  // A call larger than the bucket waits for it to be full, and leaves it in debt.
+  now += 60s;
+  EXPECT_EQ(p.rpc_delay(now, 5), 0ms);
+  p.spend(now, 5);
+  EXPECT_EQ(p.rpc_delay(now, 1), 60s) << "two in debt and one wanted: three tokens";
+}
+
+TEST(PollPacer, NoSixtySecondWindowHoldsMoreRpcsThanTheBudget) {
+  // Calls of 1 to 9 RPCs (some larger than the bucket of 3, one larger than the budget), each made as soon as
+  // rpc_delay lets it, then at random later times: every window of 60 s holds at most 6.
+  PollPacer p(no_jitter(6));
+  std::mt19937 random(7);
+  std::vector<PacerClock::time_point> made;
+  PacerClock::time_point larger_than_budget_at{};
+  auto now = t0;
+  for (int i = 0; i < 400; ++i) {
+    const int rpcs = i == 200 ? 9 : std::uniform_int_distribution<int>(1, i % 3 == 0 ? 5 : 2)(random);
+    now += p.rpc_delay(now, rpcs);
+    p.spend(now, rpcs);
+    if (rpcs > 6) larger_than_budget_at = now;
+    for (int k = 0; k < rpcs; ++k) made.push_back(now);
+    now += std::chrono::milliseconds(std::uniform_int_distribution<int>(0, i % 2 == 0 ? 0 : 30'000)(random));
+  }
+  for (std::size_t first = 0; first < made.size(); ++first) {
+    const auto in_window = std::upper_bound(made.begin(), made.end(), made[first] + 60s - 1ns) - made.begin();
+    // The one call of 9 (more than the budget) goes alone into an empty window, as documented.
+    EXPECT_LE(in_window - static_cast<long>(first), made[first] == larger_than_budget_at ? 9 : 6) << "RPC " << first;
+  }
+  EXPECT_EQ(p.rpcs_in_window(now + 60s), 0);
+}
+
+TEST(PollPacer, ABurstOfSubmissionsNeverWaitsForTheWindowToEmpty) {
+  // 1 000 jobs arrive 2.5 ms apart (a client submitting as fast as it can); one submitter takes everything that
+  // waits into one sbatch of 25 ms when the budget lets it. With the window alone it spent the default budget of 60
+  // on the first 600 jobs in 1.5 s and the rest waited a minute.
+  PollPacer p(no_jitter(60));
+  constexpr int kJobs = 1000;
+  const auto arrival = [](int i) { return t0 + i * 2500us; };
+  int arrived = 0, taken = 0, sbatches = 0;
+  auto now = t0;
+  const auto arrive_until = [&](PacerClock::time_point t) {
+    while (arrived < kJobs && arrival(arrived) <= t) ++arrived;
+  };
+  while (taken < kJobs) {
+    arrive_until(now);
+    if (arrived == taken) {
+      now = arrival(arrived);
+      continue;
+    }
+    now += p.rpc_delay(now, 1);
+    arrive_until(now);
+    p.spend(now, 1);
+    taken = arrived;
+    ++sbatches;
+    now += 25ms;
+  }
+  EXPECT_LE(now - t0, 5s) << "the last jobs waited for the window: " << sbatches << " sbatch calls";
+  EXPECT_LE(sbatches, 35);
 }
 
 TEST(PollPacer, TheJitterStaysWithinItsBounds) {
