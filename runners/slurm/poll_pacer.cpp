@@ -102,7 +102,9 @@ void PollPacer::spend(PacerClock::time_point now, int rpcs) {
   if (config_.rpc_budget_per_minute == 0) return;  // nothing to count against
   forget_before(now);
   refill(now);
-  tokens_ -= rpcs;
+  // A call larger than the bucket leaves it in debt, at most a bucket's worth: the next call then waits about a
+  // window, as the window alone would make it (a scancel of thousands of ids must not stop the cycles for hours).
+  tokens_ = std::max(tokens_ - rpcs, -bucket_capacity_);
   for (int i = 0; i < rpcs; ++i) spent_.push_back(now);
 }
 

@@ -69,7 +69,8 @@ class PollPacer {
   // (and leaves it in debt); one larger than the whole budget waits for an empty window and is then let through.
   std::chrono::milliseconds rpc_delay(PacerClock::time_point now, int rpcs);
 
-  // Records `rpcs` slurmctld RPCs made at `now` (taken from the bucket, which may go into debt).
+  // Records `rpcs` slurmctld RPCs made at `now` (taken from the bucket, which may go into debt of at most a
+  // bucket's worth).
   void spend(PacerClock::time_point now, int rpcs);
 
   // RPCs made in the rpc_window before `now`.

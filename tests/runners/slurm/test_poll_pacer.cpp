@@ -114,6 +114,10 @@ TEST(PollPacer, HalfTheBudgetGoesAtOnceAndTheRestFollowsAtAStep) {
   EXPECT_EQ(p.rpc_delay(now, 5), 0ms);
   p.spend(now, 5);
   EXPECT_EQ(p.rpc_delay(now, 1), 60s) << "two in debt and one wanted: three tokens";
+  // A call of thousands (a scancel of many ids) leaves a debt of one bucket at most, not hours of silence.
+  now += 60s;
+  p.spend(now, 5000);
+  EXPECT_EQ(p.rpc_delay(now, 1), 80s);
 }
 
 TEST(PollPacer, NoSixtySecondWindowHoldsMoreRpcsThanTheBudget) {
