@@ -848,9 +848,18 @@ void SlurmRunner::note_controller_answer(std::string_view what, const Result<cli
 
 // Waits until `rpcs` more slurmctld RPCs fit in the budget, then counts them as made.
 asio::awaitable<void> SlurmRunner::within_budget(int rpcs) {
-  for (;;) {
+  for (bool first = true;; first = false) {
     auto delay = pacer_.rpc_delay(PacerClock::now(), rpcs);
-    if (delay.count() == 0) break;
+    if (delay.count() == 0) {
+      if (first) budget_wait_said_ = false;
+      break;
+    }
+    if (!budget_wait_said_) {  // once per stretch of waiting, not per call
+      budget_wait_said_ = true;
+      log_->info("slurm: calls to slurmctld now wait for the RPC budget ({} a minute, spread out: "
+                 "rpc_budget_per_minute); the next in {} ms",
+                 config_.rpc_budget_per_minute, delay.count());
+    }
     asio::steady_timer t(executor_, delay);
     boost::system::error_code ec;
     co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));

@@ -300,6 +300,7 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   bool poll_running_ = false;
   bool cycle_requested_ = false;
   PollPacer pacer_;
+  bool budget_wait_said_ = false;  // the log said calls wait for the RPC budget; cleared when one goes at once
   PacerClock::time_point next_exit_scan_{};
   bool listing_exit_records_ = false;  // a list_exit_records() is in flight
   std::string cycle_trouble_;      // the controller failure of the cycle in progress ("" : none)

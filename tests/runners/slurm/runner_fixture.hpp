@@ -36,11 +36,13 @@ struct SlurmRunnerFixture : ::testing::Test {
     c.output_interval = std::chrono::milliseconds(1);
     return c;
   }
-  // A runner on `ioc` whose Slurm commands go to `fake`.
-  std::unique_ptr<runners::slurm::SlurmRunner> make_runner(runners::slurm::SlurmRunnerConfig c) {
+  // A runner on `ioc` whose Slurm commands go to `fake`, logging to `log` (by default nowhere, or to stderr with
+  // NYMPH_TEST_LOG set).
+  std::unique_ptr<runners::slurm::SlurmRunner> make_runner(runners::slurm::SlurmRunnerConfig c,
+                                                           std::shared_ptr<spdlog::logger> log = nullptr) {
+    if (!log) log = std::getenv("NYMPH_TEST_LOG") ? make_logger("test", "debug", "") : null_logger();
     return std::make_unique<runners::slurm::SlurmRunner>(ioc.get_executor(), std::move(c),
-                                                         std::make_unique<Forward>(fake),
-                                                         std::getenv("NYMPH_TEST_LOG") ? make_logger("test", "debug", "") : null_logger());
+                                                         std::make_unique<Forward>(fake), std::move(log));
   }
   // A command job `id` (lease "lease-<id>") running /bin/true.
   static runners::JobSpec spec(std::string id) {

@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <boost/asio/io_context.hpp>
 
@@ -65,11 +69,20 @@ TEST_F(PacingTest, NoWindowHoldsMoreSlurmctldRpcsThanTheBudget) {
   auto c = config();
   c.rpc_budget_per_minute = 4;
   c.rpc_budget_window = 200ms;
-  auto runner = make_runner(c);
+  std::ostringstream log_text;
+  auto log = std::make_shared<spdlog::logger>("runner", std::make_shared<spdlog::sinks::ostream_sink_st>(log_text));
+  auto runner = make_runner(c, log);
   Recorder rec;
   auto final = run_coro(ioc, run_one(runner.get(), spec("j"), &rec), 20s);
 
   EXPECT_EQ(final.state, JobState::succeeded) << final.message;
+  // The log says the calls wait for the budget, once per stretch of waiting rather than once per call.
+  std::size_t said = 0;
+  for (auto at = log_text.str().find("wait for the RPC budget"); at != std::string::npos;
+       at = log_text.str().find("wait for the RPC budget", at + 1))
+    ++said;
+  EXPECT_GE(said, 1u) << log_text.str();
+  EXPECT_LE(said, fake.rpc_times.size() / 2) << log_text.str();
   // The fake stamps a call a little after the runner counted it (more on a loaded machine): 50 ms of slack. At its
   // 1 ms cycle the runner would make the five calls within a few milliseconds without the budget.
   const auto& t = fake.rpc_times;  // sbatch + 10 squeue calls
