@@ -3,6 +3,7 @@
 // it) until its final event is acknowledged: what its runner produces waits in its outbox for the shipper.
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,9 +55,11 @@ struct Attempt {
   std::string job_id, lease_id, runner_name;
   int number = 1;
   runners::Runner* runner = nullptr;  // null when the attempt was refused (unknown runner, no time left)
-  runners::JobSpec spec;
-  // Set for an attempt a previous agent left running: taken back through runner->resumable().
-  std::optional<runners::InFlightAttempt> left_running;
+  // What the runner is to run, until its run() takes it (null from then on, and for an attempt left running).
+  // By pointer: a manager keeps ten thousand Attempts, and the struct alone is a third of one.
+  std::unique_ptr<runners::JobSpec> spec;
+  // Set for an attempt a previous agent left running, until runner->resumable() takes it back.
+  std::unique_ptr<runners::InFlightAttempt> left_running;
   bool adopted_pending = false;  // left running, waiting for the registration reply
   AttemptOutbox outbox;
   Notifier wake;     // the shipper waits here for something to send

@@ -73,7 +73,7 @@ struct Daemon::Impl final : ShipperStarter {
     a->number = left.attempt;
     a->runner_name = runner_name;
     a->runner = runner;
-    a->left_running = std::move(left);
+    a->left_running = std::make_unique<runners::InFlightAttempt>(std::move(left));
     a->adopted_pending = true;
     attempts.emplace(id, std::move(a));
   }
@@ -559,7 +559,7 @@ struct Daemon::Impl final : ShipperStarter {
     a->lease_id = job.lease_id;
     a->number = job.attempt;
     a->runner_name = job.runner;
-    a->spec = to_runner_spec(job);
+    a->spec = std::make_unique<runners::JobSpec>(to_runner_spec(job));
     auto runner = runner_for(*a);
     if (runner) a->runner = *runner;
     log->info("job {}: attempt {} on runner {}", a->job_id, a->number, a->runner_name);
@@ -626,11 +626,11 @@ struct Daemon::Impl final : ShipperStarter {
   // no copy of either.
   static asio::awaitable<JobUpdate> start_run(Attempt* a) {
     if (a->left_running) {
-      runners::InFlightAttempt left = std::move(*a->left_running);
-      a->left_running.reset();
-      return a->runner->resumable()->resume(std::move(left), a->reporter);
+      const std::unique_ptr<runners::InFlightAttempt> left = std::move(a->left_running);
+      return a->runner->resumable()->resume(std::move(*left), a->reporter);
     }
-    return a->runner->run(std::move(a->spec), a->reporter);
+    const std::unique_ptr<runners::JobSpec> spec = std::move(a->spec);
+    return a->runner->run(std::move(*spec), a->reporter);
   }
 
   asio::awaitable<void> run_attempt(Attempt* a) {
