@@ -68,12 +68,13 @@ void PollPacer::forget_before(PacerClock::time_point now) {
 }
 
 void PollPacer::refill(PacerClock::time_point now) {
-  if (refilled_at_ && now > *refilled_at_) {
+  if (refilled_at_ && now <= *refilled_at_) return;
+  if (refilled_at_) {
     const std::chrono::duration<double> elapsed = now - *refilled_at_;
     const std::chrono::duration<double> window = config_.rpc_window;
     tokens_ = std::min(bucket_capacity_, tokens_ + bucket_capacity_ * (elapsed / window));
   }
-  if (!refilled_at_ || now > *refilled_at_) refilled_at_ = now;
+  refilled_at_ = now;
 }
 
 std::chrono::milliseconds PollPacer::bucket_delay(double rpcs) const {

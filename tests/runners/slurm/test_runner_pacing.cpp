@@ -77,12 +77,13 @@ TEST_F(PacingTest, NoWindowHoldsMoreSlurmctldRpcsThanTheBudget) {
 
   EXPECT_EQ(final.state, JobState::succeeded) << final.message;
   // The log says the calls wait for the budget, once per stretch of waiting rather than once per call.
+  const std::string logged = log_text.str();
   std::size_t said = 0;
-  for (auto at = log_text.str().find("wait for the RPC budget"); at != std::string::npos;
-       at = log_text.str().find("wait for the RPC budget", at + 1))
+  for (auto at = logged.find("wait for the RPC budget"); at != std::string::npos;
+       at = logged.find("wait for the RPC budget", at + 1))
     ++said;
-  EXPECT_GE(said, 1u) << log_text.str();
-  EXPECT_LE(said, fake.rpc_times.size() / 2) << log_text.str();
+  EXPECT_GE(said, 1u) << logged;
+  EXPECT_LE(said, fake.rpc_times.size() / 2) << logged;
   // The fake stamps a call a little after the runner counted it (more on a loaded machine): 50 ms of slack. At its
   // 1 ms cycle the runner would make the five calls within a few milliseconds without the budget.
   const auto& t = fake.rpc_times;  // sbatch + 10 squeue calls
