@@ -123,6 +123,10 @@ struct SlurmRunner::Attempt {
   asio::steady_timer wake;                 // cancelled to wake track() early (started, final update, detach)
   std::unique_ptr<JobUpdate> final;        // set once, at the end: a tracked job does not carry an empty one
   bool detached = false;
+  // Its submission failed (final set, never tracked); with scancel_untracked, sbatch gave it a Slurm id that could
+  // not be journaled, and the job is cancelled before it ends.
+  bool untracked = false;
+  bool scancel_untracked = false;
   // A training profile's result.json is read once it succeeded. A resumed attempt is `unknown` until it ended:
   // then its job directory tells (a training profile's input file), read on the I/O threads with the result.
   enum class Kind { command, training, unknown } kind = Kind::command;
@@ -232,8 +236,8 @@ asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::start(JobSpec spec, JobRepor
   if (auto why = refusal(spec)) co_return not_started(ended, std::move(*why));
 
   // The attempt holds its job's slot (and capacity) while its directory is prepared on the I/O threads.
-  const fs::path dir = config_.launch_dir / job_dir_name(spec.job_id, spec.attempt);
-  JournalEntry entry{spec.job_id, spec.attempt, spec.lease_id, "", dir, WallClock::now()};
+  JournalEntry entry{spec.job_id, spec.attempt, spec.lease_id, "",
+                     (config_.launch_dir / job_dir_name(spec.job_id, spec.attempt)).string(), WallClock::now()};
   auto owned = std::make_unique<Attempt>(executor_, std::move(entry), reporter, OutputOffsets{});
   Attempt& a = *owned;
   a.time_limit = spec.timeout;
@@ -244,8 +248,12 @@ asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::start(JobSpec spec, JobRepor
     co_return not_started(ended, failed_update(sub.error().message));
   }
   if (sub->training) a.kind = Attempt::Kind::training;
-  auto untracked = co_await submit_and_track(a, std::move(*sub));
-  if (untracked) co_return not_started(ended, std::move(*untracked));
+  if (sub->shape) {
+    wait_for_array(a, std::move(*sub));  // no frame of its own while it waits: track() is woken once it is sent
+    co_return &a;
+  }
+  auto sent = co_await submit_alone(a, *sub, false);
+  submitted(a, std::move(sent));
   co_return &a;
 }
 NYMPH_GCC_PR109224_END
@@ -264,35 +272,39 @@ std::optional<JobUpdate> SlurmRunner::refusal(const JobSpec& spec) const {
   return std::nullopt;
 }
 
-asio::awaitable<std::optional<JobUpdate>> SlurmRunner::submit_and_track(Attempt& a, Submission sub) {
-  const std::string job_id = a.entry.job_id;
-  const fs::path dir = sub.dir;
-  std::optional<Result<Sent>> sent;
-  if (!sub.shape) {
-    auto alone = co_await submit_alone(a, sub, false);
-    sent.emplace(std::move(alone));
-  } else {
-    auto in_array = co_await submit_in_array(a, std::move(sub));
-    sent.emplace(std::move(in_array));
-  }
-  if (!*sent) co_return end_without_tracking(job_id, dir, failed_update(sent->error().message));
+void SlurmRunner::submitted(Attempt& a, Result<Sent> sent) {
+  if (!sent) return end_untracked_later(a, failed_update(sent.error().message), false);
   // a.entry gets the id only once tracking starts: a stop() meanwhile waits for it (stop_requested).
-  a.entry = std::move((*sent)->entry);
-  const std::string slurm_id = a.entry.slurm_job_id;
-  if (const auto& j = (*sent)->journaled; !j) {
-    std::vector<std::string> ids{slurm_id};
-    co_await command(cli::scancel_argv(config_.scancel, ids));
-    co_return end_without_tracking(job_id, dir,
-                                   failed_update(j.error().message + "; Slurm job " + slurm_id + " cancelled", slurm_id));
-  }
-  log_->info("job {} attempt {}: submitted as Slurm job {} ({})", job_id, a.entry.attempt, slurm_id, dir.string());
+  a.entry = std::move(sent->entry);
+  const std::string& slurm_id = a.entry.slurm_job_id;
+  if (const auto& j = sent->journaled; !j)
+    return end_untracked_later(a, failed_update(j.error().message + "; Slurm job " + slurm_id + " cancelled", slurm_id),
+                               true);
+  log_->info("job {} attempt {}: submitted as Slurm job {} ({})", a.entry.job_id, a.entry.attempt, slurm_id, a.entry.dir);
   JobUpdate running;
   running.state = JobState::running;
   running.slurm_job_id = slurm_id;
   running.message = "submitted as Slurm job " + slurm_id;
   a.reporter->update(running);
   start_tracking(a);
-  co_return std::nullopt;
+}
+
+void SlurmRunner::end_untracked_later(Attempt& a, JobUpdate u, bool scancel) {
+  a.final = std::make_unique<JobUpdate>(std::move(u));
+  a.untracked = true;
+  a.scancel_untracked = scancel;
+  a.wake.cancel();
+}
+
+asio::awaitable<JobUpdate> SlurmRunner::end_untracked(Attempt& a) {
+  const std::string job_id = a.entry.job_id;
+  const std::string dir = a.entry.dir;
+  if (a.scancel_untracked) {
+    std::vector<std::string> ids{a.entry.slurm_job_id};
+    co_await command(cli::scancel_argv(config_.scancel, ids));
+  }
+  JobUpdate u = std::move(*a.final);
+  co_return end_without_tracking(job_id, dir, std::move(u));  // destroys `a`
 }
 
 NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
@@ -309,7 +321,10 @@ asio::awaitable<Result<SlurmRunner::Sent>> SlurmRunner::submit_alone(const Attem
   sent.entry.job_name = slurm_job_name(a.entry.job_id);
   sent.entry.cluster = co_await cluster_of(answer->out);
   // On disk before anyone hears of it: a restarted manager finds every job it reported.
-  auto append = [journal = &*journal_, e = sent.entry] { return journal->append(e); };
+  auto append = [journal = &*journal_, e = sent.entry, fault = config_.before_journal_append]() -> Result<void> {
+    if (auto f = fault ? fault() : Result<void>{}; !f) return f;
+    return journal->append(e);
+  };
   sent.journaled = co_await io_.run_ordered(std::move(append));
   co_return sent;
 }
@@ -317,39 +332,31 @@ asio::awaitable<Result<SlurmRunner::Sent>> SlurmRunner::submit_alone(const Attem
 NYMPH_GCC_PR109224_END
 
 struct SlurmRunner::Waiting {
-  Waiting(asio::any_io_executor ex, const Attempt& a, Submission s) : attempt(&a), sub(std::move(s)), done(ex) {}
-  const Attempt* attempt;
+  Attempt* attempt;
   Submission sub;
-  asio::steady_timer done;           // cancelled once `outcome` is set
-  std::optional<Result<Sent>> outcome;
 };
 
-void SlurmRunner::sent(Waiting& w, Result<Sent> outcome) {
-  w.outcome = std::move(outcome);
-  w.done.cancel();
-}
+void SlurmRunner::sent(Waiting& w, Result<Sent> outcome) { submitted(*w.attempt, std::move(outcome)); }
 
 NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
-asio::awaitable<Result<SlurmRunner::Sent>> SlurmRunner::submit_in_array(const Attempt& a, Submission sub) {
-  Waiting w(executor_, a, std::move(sub));
+void SlurmRunner::wait_for_array(Attempt& a, Submission sub) {
   const SubmissionTicket ticket = next_ticket_++;
-  waiting_.emplace(ticket, &w);
-  if (batcher_.add(*w.sub.shape, ticket))
-    asio::co_spawn(executor_, submit_shape(*w.sub.shape), log_failure(log_, "slurm submission of " + a.entry.job_id));
-  w.done.expires_at(asio::steady_timer::time_point::max());
-  while (!w.outcome) {
-    boost::system::error_code ec;
-    co_await w.done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
-  co_return std::move(*w.outcome);
+  const std::string shape = *sub.shape;
+  waiting_.emplace(ticket, std::make_unique<Waiting>(Waiting{&a, std::move(sub)}));
+  if (batcher_.add(shape, ticket))
+    asio::co_spawn(executor_, submit_shape(shape), log_failure(log_, "slurm submission of " + a.entry.job_id));
 }
 
 asio::awaitable<void> SlurmRunner::submit_shape(std::string shape) {
   while (batcher_.waiting(shape) > 0) {
     if (!array_cap_read_ && batcher_.waiting(shape) > 1) co_await read_array_cap();
     co_await within_budget(1);  // what waits meanwhile joins this sbatch
+    std::vector<std::unique_ptr<Waiting>> taken;  // this frame owns the batch until each task is sent
     std::vector<Waiting*> batch;
-    for (SubmissionTicket t : batcher_.take(shape)) batch.push_back(waiting_.extract(t).mapped());
+    for (SubmissionTicket t : batcher_.take(shape)) {
+      taken.push_back(std::move(waiting_.extract(t).mapped()));
+      batch.push_back(taken.back().get());
+    }
     if (batch.size() > 1) {
       co_await submit_array(std::move(batch));
       continue;
@@ -381,8 +388,7 @@ asio::awaitable<void> SlurmRunner::submit_array(std::vector<Waiting*> tasks) {
                w.error().message, tasks.size());
     co_return co_await submit_each(tasks, 0);
   }
-  const Submission array{config_.launch_dir, cli::sbatch_file_argv(config_.sbatch, path.string()),
-                         cli::scrubbed_environment(), false, {}};
+  const Submission array{cli::sbatch_file_argv(config_.sbatch, path.string()), {}, false, {}};
   const auto before_sbatch = WallClock::now();
   bool refused = false;
   auto answer = co_await submit(array, true, &refused);
@@ -406,7 +412,10 @@ asio::awaitable<void> SlurmRunner::submit_array(std::vector<Waiting*> tasks) {
     e.cluster = cluster;
     entries.push_back(std::move(e));
   }
-  auto append = [journal = &*journal_, entries] { return journal->append(entries); };
+  auto append = [journal = &*journal_, entries, fault = config_.before_journal_append]() -> Result<void> {
+    if (auto f = fault ? fault() : Result<void>{}; !f) return f;
+    return journal->append(entries);
+  };
   auto journaled = co_await io_.run_ordered(std::move(append));
   log_->info("slurm: {} attempts submitted in one sbatch as job array {}", tasks.size(), *base);
   for (std::size_t i = 0; i < tasks.size(); ++i) sent(*tasks[i], Sent{std::move(entries[i]), journaled});
@@ -494,8 +503,8 @@ Result<SlurmRunner::Submission> SlurmRunner::prepare_command(const JobSpec& spec
   }
   std::optional<std::string> shape;
   if (config_.max_array_tasks > 1) shape = shared_directives(spec, options);
-  return Submission{dir, cli::sbatch_file_argv(config_.sbatch, (dir / kScriptFile).string()),
-                    cli::scrubbed_environment(), false, std::move(shape)};
+  return Submission{cli::sbatch_file_argv(config_.sbatch, (dir / kScriptFile).string()), {}, false,
+                    std::move(shape)};
 }
 
 Result<SlurmRunner::Submission> SlurmRunner::prepare_training(const JobSpec& spec, const Profile& profile,
@@ -516,14 +525,20 @@ Result<SlurmRunner::Submission> SlurmRunner::prepare_training(const JobSpec& spe
   std::vector<std::string> argv{config_.sbatch};
   argv.insert(argv.end(), args->begin(), args->end());
   // sbatch exports its own environment to the job (--export=ALL is its default): the profile finds its
-  // paths there. The agent's own NYMPH_* variables are not passed on.
+  // paths there (sbatch_environment adds them).
+  std::map<std::string, std::string> job_env{{"NYMPH_INPUT", (dir / kInputFile).string()},
+                                             {"NYMPH_RESULT", (dir / kResultFile).string()},
+                                             {"NYMPH_JOB_ID", spec.job_id},
+                                             {"NYMPH_ATTEMPT", std::to_string(spec.attempt)}};
+  return Submission{std::move(argv), std::move(job_env), true, {}};
+}
+
+std::map<std::string, std::string> SlurmRunner::sbatch_environment(const Submission& s) {
   auto env = cli::scrubbed_environment();
+  if (!s.training) return env;
   std::erase_if(env, [](const auto& kv) { return kv.first.starts_with("NYMPH_"); });
-  env["NYMPH_INPUT"] = (dir / kInputFile).string();
-  env["NYMPH_RESULT"] = (dir / kResultFile).string();
-  env["NYMPH_JOB_ID"] = spec.job_id;
-  env["NYMPH_ATTEMPT"] = std::to_string(spec.attempt);
-  return Submission{dir, std::move(argv), std::move(env), true, {}};
+  for (const auto& [name, value] : s.job_env) env[name] = value;
+  return env;
 }
 
 asio::awaitable<Result<cli::CommandResult>> SlurmRunner::submit(const Submission& s, bool budget_spent,
@@ -531,7 +546,7 @@ asio::awaitable<Result<cli::CommandResult>> SlurmRunner::submit(const Submission
   for (int refusals = 0;; ++refusals) {
     if (refusals > 0 || !budget_spent) co_await within_budget(1);
     std::vector<std::string> argv = s.argv;  // GCC 12: named arguments, no conversions inside co_await
-    std::optional<std::map<std::string, std::string>> env = s.env;
+    std::optional<std::map<std::string, std::string>> env = sbatch_environment(s);
     auto r = co_await run_in_slot(std::move(argv), std::move(env));
     if (!r) co_return fail("sbatch: " + r.error().message);
     if (r->exit_code == 0) co_return r;
@@ -626,6 +641,7 @@ asio::awaitable<Result<void>> SlurmRunner::abandon(InFlightAttempt attempt) {
 }
 
 asio::awaitable<JobUpdate> SlurmRunner::finish_following(Attempt& a) {
+  if (a.untracked) co_return co_await end_untracked(a);
   if (!a.detached) co_await ship_output(a, true);  // the job has ended: everything it wrote, to the end
   JobUpdate result = std::move(*a.final);
   // Only now, with Slurm's final word (COMPLETED), is a training profile's result.json read and checked.

@@ -95,6 +95,9 @@ struct SlurmRunnerConfig {
   // Fault injection for tests: called (on an I/O thread) once a job directory has been created; an Error
   // fails the preparation there, as a failed write would.
   std::function<Result<void>(const std::filesystem::path& dir)> after_job_dir_created;
+  // Fault injection for tests: called (on the journal's I/O strand) before the submission lines of an sbatch are
+  // appended; an Error fails the append there, as a failed write or fsync would.
+  std::function<Result<void>()> before_journal_append;
 };
 
 // Where to resume shipping output after a restart (bytes the control plane already has).
@@ -191,11 +194,13 @@ class SlurmRunner final : public Runner, public ResumableRunner {
     bool journaled = false;
   };
 
-  // What to submit: sbatch's arguments and environment, after the job directory has been prepared.
+  // What to submit, after the job directory has been prepared: sbatch's arguments, and what its environment adds
+  // to the agent's. A burst of ten thousand attempts waits as Submissions: the environment itself is built per
+  // sbatch call (submit()), not kept in each of them.
   struct Submission {
-    std::filesystem::path dir;
     std::vector<std::string> argv;  // sbatch and its arguments
-    std::map<std::string, std::string> env;
+    // Training profiles: the job's NYMPH_* variables; the agent's own NYMPH_* variables are then not passed on.
+    std::map<std::string, std::string> job_env;
     bool training = false;
     std::optional<std::string> shape;  // its shared_directives, when it may be a task of a job array
   };
@@ -204,8 +209,11 @@ class SlurmRunner final : public Runner, public ResumableRunner {
     JournalEntry entry;
     Result<void> journaled;
   };
-  // A submission waiting for its shape's submitter (submit_in_array); lives in its attempt's coroutine frame.
+  // A submission waiting for its shape's submitter (wait_for_array), owned by waiting_ and then by the submitter.
   struct Waiting;
+  // The environment sbatch runs with for `s`: the agent's, without Slurm's variables (scrubbed_environment), and
+  // for a training profile without the agent's NYMPH_* variables and with the job's (s.job_env).
+  static std::map<std::string, std::string> sbatch_environment(const Submission& s);
   using SbatchOptions = std::vector<nymph::slurm::SbatchOption>;
   Result<Submission> prepare_command(const JobSpec& spec, const SbatchOptions& options, bool& created) const;
   Result<Submission> prepare_training(const JobSpec& spec, const Profile& profile, const std::string& input,
@@ -221,8 +229,9 @@ class SlurmRunner final : public Runner, public ResumableRunner {
                                                                      bool* refused = nullptr);
   // One sbatch for `a` alone, then its journal line.
   boost::asio::awaitable<Result<Sent>> submit_alone(const Attempt& a, const Submission& sub, bool budget_spent);
-  // Queues `sub` for its shape's submitter (submit_shape) and waits until it has been sent.
-  boost::asio::awaitable<Result<Sent>> submit_in_array(const Attempt& a, Submission sub);
+  // Queues `sub` for its shape's submitter (submit_shape), which hands the outcome to submitted(). A waiting
+  // attempt has no frame but track()'s: ten thousand of them waiting for their arrays cost a Submission each.
+  void wait_for_array(Attempt& a, Submission sub);
   // The submitter of one shape: while attempts of it wait, sends the oldest (up to the batch size) in one sbatch.
   boost::asio::awaitable<void> submit_shape(std::string shape);
   // One job array for `tasks` (two or more): the script, the sbatch, one journal write for all of them.
@@ -234,17 +243,26 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   boost::asio::awaitable<void> submit_each(const std::vector<Waiting*>& tasks, std::size_t from);
   // Reads MaxArraySize from `scontrol show config` once, and caps the batch size by it.
   boost::asio::awaitable<void> read_array_cap();
-  static void sent(Waiting& w, Result<Sent> outcome);
+  // The outcome of w's sbatch, handed to submitted().
+  void sent(Waiting& w, Result<Sent> outcome);
+  // The outcome of a's sbatch: reports `running` with the Slurm id and starts tracking, or ends `a` untracked
+  // (end_untracked_later). Does not suspend.
+  void submitted(Attempt& a, Result<Sent> sent);
+  // Sets a's final update `u` and wakes track(), which ends the attempt with end_untracked (after a scancel of
+  // the Slurm id sbatch gave it, when `scancel`).
+  void end_untracked_later(Attempt& a, JobUpdate u, bool scancel);
+  // track()'s end for an attempt whose submission failed: the scancel end_untracked_later asked for, then
+  // end_without_tracking. Destroys `a`; returns its final update.
+  boost::asio::awaitable<JobUpdate> end_untracked(Attempt& a);
   // For start(): sets `ended` to `u`, the final update of an attempt that is not tracked; nullptr.
   static Attempt* not_started(JobUpdate& ended, JobUpdate u) {
     ended = std::move(u);
     return nullptr;
   }
-  // run() up to tracking: validates, prepares the job directory, submits, journals, starts tracking. Returns the
-  // attempt now tracked, or nullptr with `ended` set (refused, or no Slurm id).
+  // run() up to its submission: validates and prepares the job directory, then submits it (an attempt alone) or
+  // queues it for its shape's job array (wait_for_array), whose sbatch hands the outcome to submitted(). Returns
+  // the attempt, or nullptr with `ended` set (refused, or its directory could not be prepared).
   boost::asio::awaitable<Attempt*> start(JobSpec spec, JobReporter& reporter, JobUpdate& ended);
-  // Submits `sub` for `a` and starts tracking it (nullopt), or ends `a` untracked and returns its final update.
-  boost::asio::awaitable<std::optional<JobUpdate>> submit_and_track(Attempt& a, Submission sub);
   std::optional<JobUpdate> refusal(const JobSpec& spec) const;
   // A job run() was given and its final update when it could not be tracked (set by start()).
   struct Origin {
@@ -308,7 +326,7 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   std::function<void()> on_trouble_change_;
   std::optional<std::string> scontrol_cluster_;  // ClusterName, once asked
   ArrayBatcher batcher_;
-  std::map<SubmissionTicket, Waiting*> waiting_;  // queued in batcher_, by ticket
+  std::map<SubmissionTicket, std::unique_ptr<Waiting>> waiting_;  // queued in batcher_, by ticket
   SubmissionTicket next_ticket_ = 0;
   bool array_cap_read_ = false;
   std::minstd_rand random_;

@@ -316,6 +316,31 @@ TEST_F(ArrayTest, WhenTheFirstAttemptAloneIsRefusedTooEveryAttemptOfTheArrayFail
   for (const auto& id : ids) EXPECT_FALSE(fs::exists(launch / (id + "-1"))) << "nothing of a refused attempt stays";
 }
 
+// The tasks of an array the journal could not record are cancelled, each by its own id, and each attempt fails.
+TEST_F(ArrayTest, TasksTheJournalCannotRecordAreEachCancelledAndFail) {
+  auto c = config();
+  c.before_journal_append = [] { return nymph::Result<void>(nymph::fail("injected: No space left on device")); };
+  auto runner = make_runner(c);
+  const std::vector<std::string> ids{"j0", "j1", "j2", "j3"};
+  std::vector<Recorder> recs(ids.size());
+  auto ended = run_coro(ioc, run_burst(runner.get(), &fake, jobs_named(ids), &recs, ids.size() - 1), 10s);
+  ASSERT_EQ(fake.array_sizes, (std::vector<std::size_t>{3}));
+  std::set<std::string> cancelled;
+  for (const auto& call : fake.calls)
+    if (call[0] == "scancel") cancelled.insert(call.begin() + 1, call.end());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(ended[i].state, JobState::failed) << ids[i];
+    ASSERT_TRUE(ended[i].slurm_job_id) << ids[i];
+    EXPECT_NE(ended[i].message.find("; Slurm job " + *ended[i].slurm_job_id + " cancelled"), std::string::npos)
+        << ended[i].message;
+    EXPECT_TRUE(cancelled.count(*ended[i].slurm_job_id)) << *ended[i].slurm_job_id;
+    EXPECT_TRUE(recs[i].updates.empty()) << "never reported running";
+  }
+  EXPECT_EQ(cancelled, (std::set<std::string>{"1000", "1001_0", "1001_1", "1001_2"}));
+  EXPECT_EQ(fake.count("squeue"), 0) << "never tracked";
+  EXPECT_EQ(runner->tracked(), 0u);
+}
+
 TEST_F(ArrayTest, CancellingOneTaskCancelsThatTaskAlone) {
   fake.on_submit = [](const fs::path& dir) {
     FakeJob j;

@@ -71,6 +71,28 @@ TEST_F(FaultTest, APreparationFailureAfterTheDirectoryExistsLeavesNothing) {
   EXPECT_TRUE(fs::is_empty(launch / kExitRecordDir));
 }
 
+// sbatch gave the job an id, but the journal could not record it: a restarted manager would not know the job, so
+// it is cancelled, and the attempt fails saying so (never reported running, never tracked).
+TEST_F(FaultTest, ASubmissionTheJournalCannotRecordIsCancelledAndFails) {
+  auto c = config();
+  c.max_array_tasks = 1;  // one sbatch per attempt (the array path: ArrayTest)
+  c.before_journal_append = [] { return nymph::Result<void>(nymph::fail("injected: No space left on device")); };
+  auto runner = make_runner(c);
+  Recorder rec;
+  auto final = run_coro(ioc, runner->run(spec("a"), rec), 10s);
+  EXPECT_EQ(final.state, JobState::failed);
+  EXPECT_NE(final.message.find("No space left on device; Slurm job 1000 cancelled"), std::string::npos)
+      << final.message;
+  EXPECT_EQ(final.slurm_job_id, "1000");
+  EXPECT_TRUE(rec.updates.empty()) << "never reported running";
+  EXPECT_EQ(fake.calls.back(), (std::vector<std::string>{"scancel", "1000"}));
+  EXPECT_EQ(fake.count("squeue"), 0) << "never tracked";
+  EXPECT_EQ(runner->tracked(), 0u);
+  runner->release("a");
+  runner.reset();
+  EXPECT_FALSE(fs::exists(launch / "a-1"));
+}
+
 TEST_F(FaultTest, APreparedTrainingJobThatFailsAfterItsDirectoryExistsLeavesNothing) {
   fs::path script = launch.string() + "-profile.sh";
   std::ofstream(script) << "#!/bin/sh\nexit 0\n";
