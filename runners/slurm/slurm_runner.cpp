@@ -336,8 +336,6 @@ struct SlurmRunner::Waiting {
   Submission sub;
 };
 
-void SlurmRunner::sent(Waiting& w, Result<Sent> outcome) { submitted(*w.attempt, std::move(outcome)); }
-
 NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 void SlurmRunner::wait_for_array(Attempt& a, Submission sub) {
   const SubmissionTicket ticket = next_ticket_++;
@@ -363,7 +361,7 @@ asio::awaitable<void> SlurmRunner::submit_shape(std::string shape) {
     }
     Waiting& alone = *batch.front();
     auto outcome = co_await submit_alone(*alone.attempt, alone.sub, true);
-    sent(alone, std::move(outcome));
+    submitted(*alone.attempt, std::move(outcome));
   }
   batcher_.submitter_done(shape);
 }
@@ -376,7 +374,7 @@ asio::awaitable<void> SlurmRunner::submit_array(std::vector<Waiting*> tasks) {
   for (const Waiting* w : tasks) dirs.push_back(w->attempt->entry.dir);
   auto script = render_array_script(name, config_.launch_dir, tasks.front()->sub.shape.value_or(""), dirs);
   if (!script) {
-    for (Waiting* w : tasks) sent(*w, script.error());
+    for (Waiting* w : tasks) submitted(*w->attempt, script.error());
     co_return;
   }
   const fs::path path = config_.launch_dir / kArrayScriptDir / (name + ".sbatch");
@@ -399,7 +397,7 @@ asio::awaitable<void> SlurmRunner::submit_array(std::vector<Waiting*> tasks) {
   auto base = answer ? cli::parse_sbatch_output(answer->out) : Result<std::string>(answer.error());
   if (!base && refused) co_return co_await submit_one_by_one(std::move(tasks), base.error().message);
   if (!base) {
-    for (Waiting* w : tasks) sent(*w, base.error());
+    for (Waiting* w : tasks) submitted(*w->attempt, base.error());
     co_return;
   }
   const std::string cluster = co_await cluster_of(answer->out);
@@ -418,7 +416,7 @@ asio::awaitable<void> SlurmRunner::submit_array(std::vector<Waiting*> tasks) {
   };
   auto journaled = co_await io_.run_ordered(std::move(append));
   log_->info("slurm: {} attempts submitted in one sbatch as job array {}", tasks.size(), *base);
-  for (std::size_t i = 0; i < tasks.size(); ++i) sent(*tasks[i], Sent{std::move(entries[i]), journaled});
+  for (std::size_t i = 0; i < tasks.size(); ++i) submitted(*tasks[i]->attempt, Sent{std::move(entries[i]), journaled});
 }
 
 asio::awaitable<void> SlurmRunner::submit_one_by_one(std::vector<Waiting*> tasks, const std::string& why) {
@@ -426,17 +424,17 @@ asio::awaitable<void> SlurmRunner::submit_one_by_one(std::vector<Waiting*> tasks
   auto first = co_await submit_alone(*tasks.front()->attempt, tasks.front()->sub, false);
   if (!first) {
     // Attempts of one shape differ only in what their scripts run: sbatch refuses each of them alike.
-    for (Waiting* w : tasks) sent(*w, first.error());
+    for (Waiting* w : tasks) submitted(*w->attempt, first.error());
     co_return;
   }
-  sent(*tasks.front(), std::move(first));
+  submitted(*tasks.front()->attempt, std::move(first));
   co_await submit_each(tasks, 1);
 }
 
 asio::awaitable<void> SlurmRunner::submit_each(const std::vector<Waiting*>& tasks, std::size_t from) {
   for (std::size_t i = from; i < tasks.size(); ++i) {
     auto outcome = co_await submit_alone(*tasks[i]->attempt, tasks[i]->sub, false);
-    sent(*tasks[i], std::move(outcome));
+    submitted(*tasks[i]->attempt, std::move(outcome));
   }
 }
 NYMPH_GCC_PR109224_END

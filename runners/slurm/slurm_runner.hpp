@@ -243,8 +243,6 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   boost::asio::awaitable<void> submit_each(const std::vector<Waiting*>& tasks, std::size_t from);
   // Reads MaxArraySize from `scontrol show config` once, and caps the batch size by it.
   boost::asio::awaitable<void> read_array_cap();
-  // The outcome of w's sbatch, handed to submitted().
-  void sent(Waiting& w, Result<Sent> outcome);
   // The outcome of a's sbatch: reports `running` with the Slurm id and starts tracking, or ends `a` untracked
   // (end_untracked_later). Does not suspend.
   void submitted(Attempt& a, Result<Sent> sent);
