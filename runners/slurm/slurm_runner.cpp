@@ -112,6 +112,18 @@ class OutputTail {
   std::uint64_t offset_;
 };
 
+// The journal append an sbatch's outcome waits for (one entry, or an array's), to run on the journal's I/O
+// strand: `fault` (SlurmRunnerConfig::before_journal_append, for tests) fails it first when set.
+template <class Entries>
+auto journal_append(Journal& journal, Entries entries, std::function<Result<void>()> fault) {
+  return [&journal, entries = std::move(entries), fault = std::move(fault)]() -> Result<void> {
+    if (fault) {
+      if (auto f = fault(); !f) return f;
+    }
+    return journal.append(entries);
+  };
+}
+
 }  // namespace
 
 struct SlurmRunner::Attempt {
@@ -321,11 +333,7 @@ asio::awaitable<Result<SlurmRunner::Sent>> SlurmRunner::submit_alone(const Attem
   sent.entry.job_name = slurm_job_name(a.entry.job_id);
   sent.entry.cluster = co_await cluster_of(answer->out);
   // On disk before anyone hears of it: a restarted manager finds every job it reported.
-  auto append = [journal = &*journal_, e = sent.entry, fault = config_.before_journal_append]() -> Result<void> {
-    if (auto f = fault ? fault() : Result<void>{}; !f) return f;
-    return journal->append(e);
-  };
-  sent.journaled = co_await io_.run_ordered(std::move(append));
+  sent.journaled = co_await io_.run_ordered(journal_append(*journal_, sent.entry, config_.before_journal_append));
   co_return sent;
 }
 
@@ -410,11 +418,7 @@ asio::awaitable<void> SlurmRunner::submit_array(std::vector<Waiting*> tasks) {
     e.cluster = cluster;
     entries.push_back(std::move(e));
   }
-  auto append = [journal = &*journal_, entries, fault = config_.before_journal_append]() -> Result<void> {
-    if (auto f = fault ? fault() : Result<void>{}; !f) return f;
-    return journal->append(entries);
-  };
-  auto journaled = co_await io_.run_ordered(std::move(append));
+  auto journaled = co_await io_.run_ordered(journal_append(*journal_, entries, config_.before_journal_append));
   log_->info("slurm: {} attempts submitted in one sbatch as job array {}", tasks.size(), *base);
   for (std::size_t i = 0; i < tasks.size(); ++i) submitted(*tasks[i]->attempt, Sent{std::move(entries[i]), journaled});
 }
