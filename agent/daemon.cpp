@@ -385,7 +385,7 @@ struct Daemon::Impl final : ShipperStarter {
       a->lease_window = LeaseClock::window(ttl_for(a->runner_name, std::nullopt));
       leases.track(a->job_id, ttl_for(a->runner_name, std::nullopt), Clock::now());
       log->info("job {}: resuming attempt {} left running by a previous run", a->job_id, a->number);
-      spawn(run_attempt(a), "job " + a->job_id);  // its delivery starts with its first update
+      start_run(a);  // its delivery starts with its first update
     }
   }
 
@@ -577,7 +577,7 @@ struct Daemon::Impl final : ShipperStarter {
       const auto ttl = ttl_for(job.runner, job.lease_ttl_s);
       raw->lease_window = LeaseClock::window(ttl);
       leases.track(raw->job_id, ttl, Clock::now());
-      spawn(run_attempt(raw), "job " + raw->job_id);
+      start_run(raw);
     }
     state_changed.notify();
   }
@@ -621,30 +621,46 @@ struct Daemon::Impl final : ShipperStarter {
                    : "this worker's allocation ends within its walltime lead";
   }
 
-  // The runner's coroutine for `a`: its spec (or the record of an attempt left running) goes straight into the
-  // runner's own frame. Not a coroutine, so that run_attempt()'s frame, kept for the attempt's whole life, holds
-  // no copy of either.
-  static asio::awaitable<JobUpdate> start_run(Attempt* a) {
+  // Hands `a` to its runner (its spec, or the record of an attempt left running) without a coroutine of the
+  // agent's: the runner calls attempt_ended() with the final update. The attempt counts as background work
+  // (run() waits for it) until then. An attempt waiting in Slurm's queue then holds no coroutine frame at all.
+  void start_run(Attempt* a) {
+    ++background;
+    auto ended = [this, a](JobUpdate u) {
+      attempt_ended(a, std::move(u));
+      --background;
+      background_done.notify();
+    };
     if (a->left_running) {
       const std::unique_ptr<runners::InFlightAttempt> left = std::move(a->left_running);
-      return a->runner->resumable()->resume(std::move(*left), a->reporter);
+      a->runner->resumable()->relaunch(ex, std::move(*left), a->reporter, std::move(ended));
+      return;
     }
     const std::unique_ptr<runners::JobSpec> spec = std::move(a->spec);
-    return a->runner->run(std::move(*spec), a->reporter);
+    a->runner->launch(ex, std::move(*spec), a->reporter, std::move(ended));
   }
 
-  asio::awaitable<void> run_attempt(Attempt* a) {
-    JobUpdate final_update;
-    try {
-      final_update = co_await start_run(a);
-    } catch (const std::exception& e) {
-      final_update = JobUpdate{.state = JobState::failed, .message = std::string("runner error: ") + e.what()};
-    }
+  // The runner's final update for `a`. Inside an allocation, a process job that died of a signal first waits
+  // for the agent's own stop signal (await_own_stop_signal), in a coroutine of its own.
+  void attempt_ended(Attempt* a, JobUpdate final_update) {
     a->run_active = false;
     leases.forget(a->job_id);
     if (!a->stopped() && a->stops_with_agent() && final_update.signal && !a->stopped_for_exit &&
-        !lifecycle.worker_going_away() && settings.allocation)
-      co_await await_own_stop_signal();
+        !lifecycle.worker_going_away() && settings.allocation) {
+      spawn(settle_after_own_stop_signal(a, std::move(final_update)), "job " + a->job_id);
+      return;
+    }
+    settle(a, std::move(final_update));
+  }
+
+  asio::awaitable<void> settle_after_own_stop_signal(Attempt* a, JobUpdate final_update) {
+    co_await await_own_stop_signal();
+    settle(a, std::move(final_update));
+  }
+
+  // Queues `a`'s final event (unless it was stopped: then nothing is reported) and lets the attempt go once
+  // its delivery is over too.
+  void settle(Attempt* a, JobUpdate final_update) {
     if (!a->stopped()) {
       if (!runners::is_final(final_update.state)) {
         final_update.state = JobState::failed;

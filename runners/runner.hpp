@@ -4,6 +4,7 @@
 #include <any>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <map>
 #include <optional>
@@ -11,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
@@ -59,6 +62,9 @@ struct JobUpdate {
   std::optional<LostReason> reason;         // state lost only, set by the agent
 };
 
+// The `failed` update ("runner error: ...") for an exception a runner's coroutine ended with.
+JobUpdate runner_error(std::exception_ptr e);
+
 // A job's output stream (the agent maps it to the protocol's LogStream).
 enum class Stream { out, err };
 
@@ -74,6 +80,10 @@ class JobReporter {
   // faster than the control plane accepts is slowed down instead of growing the agent's memory.
   virtual boost::asio::awaitable<void> output(Stream stream, std::uint64_t offset, std::string bytes) = 0;
 };
+
+// What a runner calls, once, with what run() (or resume()) would have returned for an attempt started with
+// Runner::launch (or ResumableRunner::relaunch).
+using AttemptDone = boost::asio::any_completion_handler<void(JobUpdate)>;
 
 // Why an attempt is being stopped.
 // lease_expired: the agent could not renew the attempt's lease for its TTL minus a margin (the control plane
@@ -118,6 +128,13 @@ class ResumableRunner {
   // forgets it (no release() needed). Returns an Error naming what failed when the job could not be
   // stopped; the attempt is then kept, and a later agent lists it again.
   virtual boost::asio::awaitable<Result<void>> abandon(InFlightAttempt attempt) = 0;
+  // resume() without a coroutine of the caller's: returns at once and calls `done` on `ex` (the agent's
+  // executor; the runner's own when it has one) with what resume() returns, never from inside this call (an
+  // exception from resume() becomes a `failed` update). The default co_spawns resume() on `ex`; a runner
+  // re-attaching to thousands of attempts at a restart overrides it so that an attempt waiting in Slurm's
+  // queue holds no coroutine frame.
+  virtual void relaunch(boost::asio::any_io_executor ex, InFlightAttempt attempt, JobReporter& reporter,
+                        AttemptDone done);
 
  protected:
   ~ResumableRunner() = default;  // not owned through this interface
@@ -138,6 +155,12 @@ class Runner {
   // Bad input (invalid spec, missing executable, unwritable work dir) is a `failed` outcome with a message,
   // never an exception. All output has been handed to `reporter` before this returns.
   virtual boost::asio::awaitable<JobUpdate> run(JobSpec spec, JobReporter& reporter) = 0;
+  // run() without a coroutine of the caller's (the agent starts every attempt this way): returns at once and
+  // calls `done` on `ex` (the agent's executor; the runner's own when it has one) with what run() returns,
+  // never from inside this call (an exception from run() becomes a `failed` update). The default co_spawns
+  // run() on `ex`; a runner that tracks thousands of attempts overrides it so that an attempt waiting in
+  // Slurm's queue holds no coroutine frame.
+  virtual void launch(boost::asio::any_io_executor ex, JobSpec spec, JobReporter& reporter, AttemptDone done);
   // Asks the attempt `job_id` to stop (process: TERM to its group, grace, KILL; slurm: scancel). Returns at
   // once; run() then finishes with `cancelled`. Unknown ids are ignored.
   virtual void stop(const std::string& job_id, StopReason why) = 0;

@@ -5,7 +5,9 @@
 #include <set>
 #include <stdexcept>
 
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -126,13 +128,16 @@ auto journal_append(Journal& journal, Entries entries, std::function<Result<void
 
 }  // namespace
 
+// One attempt this runner tracks, from start() (or attach()) to finish_following(). While Slurm has not started
+// its job it is only this record: no coroutine frame, no timer (see wake()).
 struct SlurmRunner::Attempt {
-  Attempt(asio::any_io_executor ex, JournalEntry e, JobReporter& r, OutputOffsets from)
-      : entry(std::move(e)), reporter(&r), wake(ex),
-        out(Stream::out, from.out), err(Stream::err, from.err) {}
+  Attempt(JournalEntry e, JobReporter& r, OutputOffsets from)
+      : entry(std::move(e)), reporter(&r), out(Stream::out, from.out), err(Stream::err, from.err) {}
   JournalEntry entry;
   JobReporter* reporter;
-  asio::steady_timer wake;                 // cancelled to wake track() early (started, final update, detach)
+  AttemptDone done;                        // where its final update goes, once handed over (hand_over())
+  bool following = false;                  // follow() was started for it
+  asio::steady_timer* follow_timer = nullptr;  // follow()'s wait between output reads, while it waits
   std::unique_ptr<JobUpdate> final;        // set once, at the end: a tracked job does not carry an empty one
   bool detached = false;
   // Its submission failed (final set, never tracked); with scancel_untracked, sbatch gave it a Slurm id that could
@@ -185,48 +190,81 @@ SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig confi
 
 SlurmRunner::~SlurmRunner() { io_.join(); }
 
-// Not a coroutine: the job's one frame while it is tracked is track()'s.
+namespace {
+// The update `launch` hands to its AttemptDone, as an awaitable: launch runs when it is first awaited.
+template <class Launch>
+asio::awaitable<JobUpdate> awaited_update(Launch launch) {
+  return asio::async_initiate<const asio::use_awaitable_t<>, void(JobUpdate)>(
+      [](auto handler, Launch launch) { launch(AttemptDone(std::move(handler))); }, asio::use_awaitable,
+      std::move(launch));
+}
+}  // namespace
+
 asio::awaitable<JobUpdate> SlurmRunner::run(JobSpec spec, JobReporter& reporter) {
-  return track(std::make_unique<Origin>(Origin{std::move(spec), {}}), nullptr, reporter);
+  return awaited_update([this, spec = std::move(spec), &reporter](AttemptDone done) mutable {
+    launch(executor_, std::move(spec), reporter, std::move(done));
+  });
+}
+
+void SlurmRunner::launch(asio::any_io_executor /*ex: the runner's*/, JobSpec spec, JobReporter& reporter,
+                         AttemptDone done) {
+  auto started = [this, done = std::move(done)](std::exception_ptr e, std::variant<Attempt*, JobUpdate> s) mutable {
+    if (e) return complete(std::move(done), runner_error(e));
+    if (auto* ended = std::get_if<JobUpdate>(&s)) return complete(std::move(done), std::move(*ended));
+    hand_over(*std::get<Attempt*>(s), std::move(done));
+  };
+  asio::co_spawn(executor_, start(std::move(spec), reporter), std::move(started));
+}
+
+void SlurmRunner::hand_over(Attempt& a, AttemptDone done) {
+  // Not `a.done = std::move(done)`: Boost 1.81's move assignment of any_completion_handler recurses until the
+  // stack overflows (it copies from an lvalue through the converting constructor). a.done is empty here.
+  a.done.swap(done);
+  wake(a);
+}
+
+void SlurmRunner::wake(Attempt& a) {
+  if (a.following) {
+    if (a.follow_timer) a.follow_timer->cancel();
+    return;
+  }
+  // Not before Slurm started it: a pending job has written nothing, and ten thousand of them must cost neither
+  // file opens on the shared filesystem nor timer wake-ups. deliver() wakes it once Slurm runs or ends it.
+  if (!a.done || (!a.final && !tracker_.started_at(a.entry.slurm_job_id))) return;
+  a.following = true;
+  auto ended = [this, done = std::move(a.done)](std::exception_ptr e, JobUpdate u) mutable {
+    complete(std::move(done), e ? runner_error(e) : std::move(u));
+  };
+  asio::co_spawn(executor_, follow(a), std::move(ended));
+}
+
+void SlurmRunner::complete(AttemptDone done, JobUpdate u) const {
+  asio::post(executor_, [done = std::move(done), u = std::move(u)]() mutable { std::move(done)(std::move(u)); });
 }
 
 NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
-// The one frame a tracked job keeps (a manager tracks up to ten thousand): the work before following the job
-// (start()) and after it ended (finish_following()) runs in frames of their own, gone meanwhile.
-// Its frame holds little on purpose (GCC keeps every local and temporary of a coroutine in its frame): the job's
-// inputs stay on the heap until start() has used them.
-asio::awaitable<JobUpdate> SlurmRunner::track(std::unique_ptr<Origin> origin, Attempt* tracked, JobReporter& reporter) {
-  if (!tracked) {
-    tracked = co_await begin(*origin, reporter);
-    if (!tracked) co_return std::move(origin->ended);
-    origin.reset();
-  }
-  Attempt& a = *tracked;
+asio::awaitable<JobUpdate> SlurmRunner::follow(Attempt& a) {
+  co_await asio::post(executor_, asio::use_awaitable);  // wake()'s caller goes on first (it may be deliver()'s loop)
+  asio::steady_timer timer(executor_);
   for (;;) {
-    // Not before Slurm started it: a pending job has written nothing, and ten thousand of them must cost
-    // neither file opens on the shared filesystem nor timer wake-ups. A pending job's wait ends when deliver()
-    // reports it running (or final); one that ends unseen is read to the end.
+    // A job Slurm requeued waits here without reading its files until deliver() reports it running again.
     const bool running = tracker_.started_at(a.entry.slurm_job_id).has_value();
     if (running) co_await ship_output(a, false);
     if (a.final) break;
     boost::system::error_code ec;
-    if (running) a.wake.expires_after(config_.output_interval);
-    else a.wake.expires_at(asio::steady_timer::time_point::max());
-    co_await a.wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (running) timer.expires_after(config_.output_interval);
+    else timer.expires_at(asio::steady_timer::time_point::max());
+    a.follow_timer = &timer;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    a.follow_timer = nullptr;
   }
   co_return co_await finish_following(a);
 }
 
-// Not a coroutine: the JobSpec goes straight into start()'s frame. Passed by value inside track(), it would be a
-// temporary of track()'s own frame (GCC keeps it there for the job's whole life).
-asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::begin(Origin& origin, JobReporter& reporter) {
-  return start(std::move(origin.spec), reporter, origin.ended);
-}
-
-asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::start(JobSpec spec, JobReporter& reporter, JobUpdate& ended) {
+asio::awaitable<std::variant<SlurmRunner::Attempt*, JobUpdate>> SlurmRunner::start(JobSpec spec, JobReporter& reporter) {
   const bool training = spec.kind == "training";
   if (!training && config_.profiles_only)
-    co_return not_started(ended, failed_update("this worker runs approved training profiles only "
+    co_return (failed_update("this worker runs approved training profiles only "
                                                "([runners.process] allow_commands = false): argv and command jobs "
                                                "are refused"));
   // Precedence (docs/profiles.md): runConfig.slurm > a profile's own #SBATCH lines > these site defaults >
@@ -234,34 +272,34 @@ asio::awaitable<SlurmRunner::Attempt*> SlurmRunner::start(JobSpec spec, JobRepor
   // override the script).
   const cli::OptionDefaults defaults{config_.account, config_.qos, config_.partition};
   auto options = cli::validate_options(spec.slurm_options, defaults);
-  if (!options) co_return not_started(ended, failed_update(options.error().message));
+  if (!options) co_return (failed_update(options.error().message));
   const Profile* profile = nullptr;
   std::string input;
   if (training) {
     auto p = resolve_training(config_.profiles, spec);
-    if (!p) co_return not_started(ended, failed_update(p.error().message));
+    if (!p) co_return (failed_update(p.error().message));
     auto text = render_input(**p, spec.parameters);
-    if (!text) co_return not_started(ended, failed_update(text.error().message));
+    if (!text) co_return (failed_update(text.error().message));
     profile = *p;
     input = std::move(*text);
   }
-  if (auto why = refusal(spec)) co_return not_started(ended, std::move(*why));
+  if (auto why = refusal(spec)) co_return (std::move(*why));
 
   // The attempt holds its job's slot (and capacity) while its directory is prepared on the I/O threads.
   JournalEntry entry{spec.job_id, spec.attempt, spec.lease_id, "",
                      (config_.launch_dir / job_dir_name(spec.job_id, spec.attempt)).string(), WallClock::now()};
-  auto owned = std::make_unique<Attempt>(executor_, std::move(entry), reporter, OutputOffsets{});
+  auto owned = std::make_unique<Attempt>(std::move(entry), reporter, OutputOffsets{});
   Attempt& a = *owned;
   a.time_limit = spec.timeout;
   attempts_.emplace(spec.job_id, std::move(owned));
   auto sub = co_await prepare(spec, profile, std::move(input), *options);
   if (!sub) {
     attempts_.erase(spec.job_id);
-    co_return not_started(ended, failed_update(sub.error().message));
+    co_return (failed_update(sub.error().message));
   }
   if (sub->training) a.kind = Attempt::Kind::training;
   if (sub->shape) {
-    wait_for_array(a, std::move(*sub));  // no frame of its own while it waits: track() is woken once it is sent
+    wait_for_array(a, std::move(*sub));  // no frame of its own while it waits for its array's sbatch
     co_return &a;
   }
   auto sent = co_await submit_alone(a, *sub, false);
@@ -305,7 +343,7 @@ void SlurmRunner::end_untracked_later(Attempt& a, JobUpdate u, bool scancel) {
   a.final = std::make_unique<JobUpdate>(std::move(u));
   a.untracked = true;
   a.scancel_untracked = scancel;
-  a.wake.cancel();
+  wake(a);
 }
 
 asio::awaitable<JobUpdate> SlurmRunner::end_untracked(Attempt& a) {
@@ -594,17 +632,18 @@ asio::awaitable<JobUpdate> at_once(JobUpdate u) { co_return u; }
 }  // namespace
 
 asio::awaitable<JobUpdate> SlurmRunner::resume(JournalEntry entry, JobReporter& reporter, OutputOffsets from) {
-  // Not a coroutine (see run()): the entry goes into the Attempt, and track() is the job's one frame.
+  // Not a coroutine: tracked at the call; the attempt cannot end before it is handed over.
   auto attached = attach(std::move(entry), reporter, from);
   if (auto* refused = std::get_if<JobUpdate>(&attached)) return at_once(std::move(*refused));
-  return track(nullptr, std::get<Attempt*>(attached), reporter);
+  Attempt* a = std::get<Attempt*>(attached);
+  return awaited_update([this, a](AttemptDone done) { hand_over(*a, std::move(done)); });
 }
 
 std::variant<SlurmRunner::Attempt*, JobUpdate> SlurmRunner::attach(JournalEntry entry, JobReporter& reporter,
                                                                     OutputOffsets from) {
   if (attempts_.count(entry.job_id))
     return failed_update("job " + entry.job_id + " is already tracked here", entry.slurm_job_id);
-  auto owned = std::make_unique<Attempt>(executor_, std::move(entry), reporter, from);
+  auto owned = std::make_unique<Attempt>(std::move(entry), reporter, from);
   Attempt& a = *owned;
   a.kind = Attempt::Kind::unknown;
   attempts_.emplace(a.entry.job_id, std::move(owned));
@@ -620,10 +659,20 @@ std::vector<InFlightAttempt> SlurmRunner::in_flight() const {
 }
 
 asio::awaitable<JobUpdate> SlurmRunner::resume(InFlightAttempt attempt, JobReporter& reporter) {
-  // Not a coroutine (see run()): the record is not kept while its job is tracked.
+  return awaited_update([this, attempt = std::move(attempt), &reporter](AttemptDone done) mutable {
+    relaunch(executor_, std::move(attempt), reporter, std::move(done));
+  });
+}
+
+void SlurmRunner::relaunch(asio::any_io_executor /*ex: the runner's*/, InFlightAttempt attempt, JobReporter& reporter,
+                           AttemptDone done) {
   auto* entry = std::any_cast<JournalEntry>(&attempt.runner_data);
-  if (!entry) return at_once(failed_update("job " + attempt.job_id + ": not an attempt journaled by the slurm runner"));
-  return resume(std::move(*entry), reporter);
+  if (!entry)
+    return complete(std::move(done),
+                    failed_update("job " + attempt.job_id + ": not an attempt journaled by the slurm runner"));
+  auto attached = attach(std::move(*entry), reporter, {});
+  if (auto* refused = std::get_if<JobUpdate>(&attached)) return complete(std::move(done), std::move(*refused));
+  hand_over(*std::get<Attempt*>(attached), std::move(done));
 }
 
 asio::awaitable<Result<void>> SlurmRunner::abandon(InFlightAttempt attempt) {
@@ -697,7 +746,7 @@ void SlurmRunner::stop(const std::string& job_id, StopReason why) {
     u.message = "manager stopping: Slurm job " + a.entry.slurm_job_id + " left running (journaled for resume)";
     a.final = std::make_unique<JobUpdate>(std::move(u));
     a.detached = true;
-    a.wake.cancel();
+    wake(a);
     return;
   }
   tracker_.request_cancel(a.entry.slurm_job_id, why == StopReason::lease_lost || why == StopReason::lease_expired ? CancelCause::lease_lost : CancelCause::user);
@@ -953,13 +1002,14 @@ void SlurmRunner::deliver(std::vector<TrackerReport> reports) {
     if (it == attempts_.end()) continue;
     Attempt& a = *it->second;
     if (!is_final(r.update.state)) {
-      if (r.update.state == JobState::running) a.wake.cancel();  // track() starts shipping its output
+      const bool started = r.update.state == JobState::running;
       a.reporter->update(std::move(r.update));
+      if (started) wake(a);  // follow() ships its output
       continue;
     }
     log_->info("job {}: {} ({})", a.entry.job_id, to_string(r.update.state), r.update.message);
     a.final = std::make_unique<JobUpdate>(std::move(r.update));
-    a.wake.cancel();
+    wake(a);
   }
 }
 

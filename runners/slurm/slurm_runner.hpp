@@ -141,6 +141,12 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   // succeeded with `result`, or failed saying why. No other final state carries a result.
   boost::asio::awaitable<JobUpdate> run(JobSpec spec, JobReporter& reporter) override;
 
+  // run() through a callback (run() is this with use_awaitable): the attempt is a record of this runner's, and
+  // a coroutine of its own exists only while its job directory is prepared and submitted, and again once Slurm
+  // runs or ends the job (ten thousand waiting in Slurm's queue hold none). `done` is called on the runner's
+  // executor, which must be `ex`'s.
+  void launch(boost::asio::any_io_executor ex, JobSpec spec, JobReporter& reporter, AttemptDone done) override;
+
   // user_cancel, lease_lost, timeout: scancel at once (an immediate poll cycle); the attempt ends when
   // Slurm confirms (`cancelled`). shutdown: detach (see the file comment). Unknown ids are ignored.
   void stop(const std::string& job_id, StopReason why) override;
@@ -160,6 +166,11 @@ class SlurmRunner final : public Runner, public ResumableRunner {
 
   // resume(entry, reporter) for a record from in_flight(); `failed` for a record without a JournalEntry.
   boost::asio::awaitable<JobUpdate> resume(InFlightAttempt attempt, JobReporter& reporter) override;
+
+  // resume(attempt, reporter) through a callback, tracked at the call: like launch(), a job waiting in Slurm's
+  // queue holds no coroutine frame.
+  void relaunch(boost::asio::any_io_executor ex, InFlightAttempt attempt, JobReporter& reporter,
+                AttemptDone done) override;
 
   // Re-attaches to a journaled attempt: tracks entry.slurm_job_id like run() does after submission, ships
   // output from `from`, and returns the final update (a training attempt, recognised by the input.json in
@@ -230,7 +241,7 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   // One sbatch for `a` alone, then its journal line.
   boost::asio::awaitable<Result<Sent>> submit_alone(const Attempt& a, const Submission& sub, bool budget_spent);
   // Queues `sub` for its shape's submitter (submit_shape), which hands the outcome to submitted(). A waiting
-  // attempt has no frame but track()'s: ten thousand of them waiting for their arrays cost a Submission each.
+  // attempt has no coroutine frame: ten thousand of them waiting for their arrays cost a Submission each.
   void wait_for_array(Attempt& a, Submission sub);
   // The submitter of one shape: while attempts of it wait, sends the oldest (up to the batch size) in one sbatch.
   boost::asio::awaitable<void> submit_shape(std::string shape);
@@ -246,33 +257,28 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   // The outcome of a's sbatch: reports `running` with the Slurm id and starts tracking, or ends `a` untracked
   // (end_untracked_later). Does not suspend.
   void submitted(Attempt& a, Result<Sent> sent);
-  // Sets a's final update `u` and wakes track(), which ends the attempt with end_untracked (after a scancel of
+  // Sets a's final update `u` and wakes it (wake()): follow() ends the attempt with end_untracked (after a scancel of
   // the Slurm id sbatch gave it, when `scancel`).
   void end_untracked_later(Attempt& a, JobUpdate u, bool scancel);
-  // track()'s end for an attempt whose submission failed: the scancel end_untracked_later asked for, then
+  // follow()'s end for an attempt whose submission failed: the scancel end_untracked_later asked for, then
   // end_without_tracking. Destroys `a`; returns its final update.
   boost::asio::awaitable<JobUpdate> end_untracked(Attempt& a);
-  // For start(): sets `ended` to `u`, the final update of an attempt that is not tracked; nullptr.
-  static Attempt* not_started(JobUpdate& ended, JobUpdate u) {
-    ended = std::move(u);
-    return nullptr;
-  }
   // run() up to its submission: validates and prepares the job directory, then submits it (an attempt alone) or
   // queues it for its shape's job array (wait_for_array), whose sbatch hands the outcome to submitted(). Returns
-  // the attempt, or nullptr with `ended` set (refused, or its directory could not be prepared).
-  boost::asio::awaitable<Attempt*> start(JobSpec spec, JobReporter& reporter, JobUpdate& ended);
+  // the attempt, or its final update when it is not tracked (refused, or its directory could not be prepared).
+  boost::asio::awaitable<std::variant<Attempt*, JobUpdate>> start(JobSpec spec, JobReporter& reporter);
   std::optional<JobUpdate> refusal(const JobSpec& spec) const;
-  // A job run() was given and its final update when it could not be tracked (set by start()).
-  struct Origin {
-    JobSpec spec;
-    JobUpdate ended;
-  };
-  // track()'s first step for run(): start() with the JobSpec moved out of `origin`.
-  boost::asio::awaitable<Attempt*> begin(Origin& origin, JobReporter& reporter);
-  // The coroutine of one job from run() or resume() to its final update: start() for `origin` first, when
-  // `tracked` is null (run), else follows `tracked` (resume: attach() made it, and `origin` is null).
-  boost::asio::awaitable<JobUpdate> track(std::unique_ptr<Origin> origin, Attempt* tracked, JobReporter& reporter);
-  // track() once the job has ended: the rest of its output, its result (training), forgetting it.
+  // Gives `a` the callback its final update goes to (launch, relaunch, resume), and follows it if it needs it.
+  void hand_over(Attempt& a, AttemptDone done);
+  // Called whenever Slurm started or ended `a`, its submission failed, or it was detached: wakes its follow()
+  // coroutine, or starts one when `a` has been handed over and its job runs or ended. Never runs it inline.
+  void wake(Attempt& a);
+  // The coroutine of a job Slurm runs (or ended) up to its final update: ships its output while it runs, then
+  // finish_following(). Destroys `a`.
+  boost::asio::awaitable<JobUpdate> follow(Attempt& a);
+  // Hands `u` to `done` later (posted to the runner's executor): never inside the caller.
+  void complete(AttemptDone done, JobUpdate u) const;
+  // follow() once the job has ended: the rest of its output, its result (training), forgetting it.
   boost::asio::awaitable<JobUpdate> finish_following(Attempt& a);
   // resume() up to tracking, without suspending (ten thousand of them at a restart make no I/O and no frame of
   // their own): tracks `entry` as a new Attempt and returns it, or the final update `failed` when the job is
