@@ -232,7 +232,9 @@ void SlurmRunner::wake(Attempt& a) {
   // file opens on the shared filesystem nor timer wake-ups. deliver() wakes it once Slurm runs or ends it.
   if (!a.done || (!a.final && !tracker_.started_at(a.entry.slurm_job_id))) return;
   a.following = true;
+  ++following_;
   auto ended = [this, done = std::move(a.done)](std::exception_ptr e, JobUpdate u) mutable {
+    --following_;
     complete(std::move(done), e ? runner_error(e) : std::move(u));
   };
   asio::co_spawn(executor_, follow(a), std::move(ended));

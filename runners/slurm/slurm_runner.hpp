@@ -187,6 +187,10 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   // Number of attempts being tracked (submitted, not ended).
   std::size_t tracked() const { return tracker_.size(); }
 
+  // Number of attempts with a coroutine of their own: those whose job Slurm runs or ended (follow()). One waiting
+  // in Slurm's queue, or for its job array's sbatch, has none.
+  std::size_t following() const { return following_; }
+
   // Number of attempts waiting for an sbatch of their shape (to go together as a job array).
   std::size_t waiting_submissions() const { return batcher_.waiting(); }
 
@@ -318,6 +322,7 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   std::map<std::string, std::unique_ptr<Attempt>> attempts_;  // by job id
   std::map<std::string, std::string> job_of_slurm_id_;
   std::map<std::string, Finished> finished_;                   // ended, awaiting release()
+  std::size_t following_ = 0;                                  // following()
   boost::asio::steady_timer poll_timer_;
   bool poll_running_ = false;
   bool cycle_requested_ = false;

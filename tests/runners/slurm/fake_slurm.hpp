@@ -281,11 +281,13 @@ struct Recorder : nymph::runners::JobReporter {
   std::vector<nymph::runners::JobUpdate> updates;
   std::string out, err;
   std::function<void(const nymph::runners::JobUpdate&)> on_update;
+  std::function<void()> on_output;  // called as each chunk of output arrives
   void update(nymph::runners::JobUpdate u) override {
     if (on_update) on_update(u);
     updates.push_back(std::move(u));
   }
   boost::asio::awaitable<void> output(nymph::runners::Stream s, std::uint64_t offset, std::string bytes) override {
+    if (on_output) on_output();
     std::string& dst = s == nymph::runners::Stream::out ? out : err;
     EXPECT_EQ(offset, dst.size()) << "offsets are contiguous";
     dst += bytes;

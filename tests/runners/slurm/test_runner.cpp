@@ -117,6 +117,32 @@ TEST_F(RunnerTest, CompletedJobReportsPendingRunningOutputAndSucceeded) {
   EXPECT_TRUE(read_journal(launch / kJournalFile).value().empty());
 }
 
+// A job waiting in Slurm's queue is a record of the runner's, without a coroutine (ten thousand of them hold no
+// frame each): its coroutine starts once Slurm runs it, and ships its output.
+TEST_F(RunnerTest, OnlyAJobSlurmRunsOrEndedHasACoroutineOfItsOwn) {
+  fake.on_submit = [&](const fs::path&) {
+    FakeJob j;
+    j.squeue = {"PENDING|Priority", "PENDING|Resources", "RUNNING|None", ""};
+    j.stdout_bytes = "hello\n";
+    return j;
+  };
+  auto runner = make_runner(config());
+  Recorder rec;
+  std::vector<std::size_t> while_pending, while_running;  // following() as each pending update, each output arrives
+  rec.on_update = [&](const JobUpdate& u) {
+    if (u.state == JobState::pending) while_pending.push_back(runner->following());
+  };
+  rec.on_output = [&] { while_running.push_back(runner->following()); };
+  auto final = run_coro(ioc, runner->run(spec("a"), rec), 10s);
+
+  EXPECT_EQ(final.state, JobState::succeeded) << final.message;
+  EXPECT_EQ(while_pending, (std::vector<std::size_t>{0, 0}));
+  ASSERT_FALSE(while_running.empty());
+  EXPECT_EQ(while_running.front(), 1u);
+  EXPECT_EQ(rec.out, "hello\n");
+  EXPECT_EQ(runner->following(), 0u);
+}
+
 TEST_F(RunnerTest, SbatchFailureFailsWithItsStderrAndTracksNothing) {
   fake.sbatch_answer = CommandResult{1, "", "sbatch: error: invalid partition specified: nope\n"};
   auto runner = make_runner(config());
@@ -274,6 +300,14 @@ TEST_F(RunnerTest, SurvivesTheAgentAndRefusesRecordsItDidNotJournal) {
   auto r = run_coro(ioc, runner->abandon(foreign), 10s);
   EXPECT_FALSE(r);
   EXPECT_EQ(fake.count("scancel"), 0);
+
+  std::vector<JobUpdate> done;
+  runner->relaunch(ioc.get_executor(), foreign, rec, [&](JobUpdate u) { done.push_back(std::move(u)); });
+  EXPECT_TRUE(done.empty()) << "never from inside relaunch()";
+  ioc.restart();
+  ioc.run();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].state, JobState::failed);
 }
 
 TEST_F(RunnerTest, MaxJobsAndDuplicateAttemptsFailAtOnce) {
