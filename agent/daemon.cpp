@@ -51,6 +51,7 @@ struct Daemon::Impl final : ShipperStarter {
         state_changed(ex),
         background_done(ex),
         poll_changed(ex),
+        upload_slots(settings.max_concurrent_uploads),
         status_timer(ex) {
     for (const auto& [name, runner] : runners)
       if (auto* resumable = runner->resumable())
@@ -97,6 +98,7 @@ struct Daemon::Impl final : ShipperStarter {
   std::vector<std::unique_ptr<PollFlight>> polls_in_flight;
   Notifier poll_changed;      // the newest poll ended, or a new one was asked for
   bool poll_anew_asked = false;
+  ConcurrencyLimit upload_slots;  // settings.max_concurrent_uploads (DeliveryContext::upload_slots)
   std::map<std::string, std::unique_ptr<Attempt>> attempts;  // by job id
   std::string worker_id;
   std::chrono::milliseconds poll_hold{30'000};
@@ -727,7 +729,7 @@ struct Daemon::Impl final : ShipperStarter {
   // Delivers one attempt's events and logs (see deliver()), then lets the attempt go when its run is over.
   asio::awaitable<void> ship(Attempt* a) {
     DeliveryContext context{cp, {settings.backoff_initial, settings.backoff_max}, state_changed, delivery_deadline, *log,
-                            polls_sent};
+                            polls_sent, upload_slots};
     auto refused = co_await deliver(*a, context);
     if (refused) {
       fatal("control plane refused the token: " + *refused);
@@ -879,6 +881,7 @@ Daemon::AttemptCounts Daemon::attempt_counts() const {
     ++n.attempts;
     if (a->shipper_active) ++n.delivering;
   }
+  n.waiting_for_upload = impl_->upload_slots.waiting();
   return n;
 }
 

@@ -40,6 +40,9 @@ struct DaemonSettings {
   // A `running` (or `pending`) event waits this long before it is sent; a job that ends sooner reports only its
   // final event. One request and one commit less per short job; the state shows up this much later otherwise.
   std::chrono::milliseconds progress_event_hold{20};
+  // Event and log uploads on the wire at once, all attempts together (DeliveryContext::upload_slots); the
+  // control plane's client is given the same bound.
+  std::size_t max_concurrent_uploads = 8;
   LifecycleConfig lifecycle;
   std::filesystem::path status_file;              // empty: none
 };
@@ -77,6 +80,7 @@ class Daemon {
   struct AttemptCounts {
     std::size_t attempts = 0;
     std::size_t delivering = 0;
+    std::size_t waiting_for_upload = 0;  // deliveries waiting for one of max_concurrent_uploads slots
   };
   AttemptCounts attempt_counts() const;
 

@@ -76,8 +76,13 @@ NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
 asio::awaitable<std::optional<std::string>> deliver(Attempt& a, DeliveryContext ctx) {
   Backoff retry(ctx.retry);
   while (!a.stopped()) {
+    // Not cancelled at the exit deadline: the uploads in flight are, and each freed slot resumes a waiter that
+    // finds its attempt abandoned.
+    auto slot = co_await ctx.upload_slots.acquire();
+    if (a.stopped()) break;
     auto u = a.outbox.next_upload(Clock::now());
     if (!u) {
+      slot.reset();
       if (a.outbox.finished() || (!a.run_active && !a.outbox.has_final())) break;
       const auto held = a.outbox.held_until(Clock::now());
       // Nothing to send while the run goes on: this delivery ends, and the next upload queued starts another
@@ -87,6 +92,7 @@ asio::awaitable<std::optional<std::string>> deliver(Attempt& a, DeliveryContext 
       continue;
     }
     auto sent = co_await cancellable(co_await asio::this_coro::executor, upload(ctx, a, *u), a.cancel_upload);
+    slot.reset();
     if (a.stopped() || !sent) break;
     auto& r = *sent;
     if (r) {

@@ -337,7 +337,8 @@ int run_daemon(const RunArgs& args) {
       ioc.get_executor(),
       {.url = config.server.url,
        .token = *token,
-       .ca_file = config.server.ca_file ? std::optional<std::string>(config.server.ca_file->string()) : std::nullopt});
+       .ca_file = config.server.ca_file ? std::optional<std::string>(config.server.ca_file->string()) : std::nullopt,
+       .max_concurrent_uploads = settings.max_concurrent_uploads});
   if (!control_plane) throw StartupError(control_plane.error().message);
 
   std::map<std::string, runners::Runner*> runner_map;

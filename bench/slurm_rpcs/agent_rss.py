@@ -32,6 +32,13 @@ def vm_rss_kib(pid):
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
+def cpu_s(pid):
+    """User + system CPU seconds `pid` has used so far (/proc/PID/stat, fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Api:
     """Admin requests on one kept-alive connection."""
 
@@ -119,11 +126,13 @@ def measure(n):
         sampler = ConnectionSampler(int(url.rsplit(":", 1)[1]))
         sampler.start()
         t0 = time.monotonic()
+        agent_cpu0, server_cpu0 = cpu_s(agent.pid), cpu_s(server.pid)
         for _ in range(n):
             api("POST", "/v1/jobs", {"runner": "slurm", "argv": ["/bin/sleep", "3600"]})
         submitted_s = time.monotonic() - t0
         wait_until(f"{n} jobs in Slurm", lambda: len(bench_jobs_in_slurm(tmp)) >= n, 600)
         in_slurm_s = time.monotonic() - t0
+        agent_cpu, server_cpu = cpu_s(agent.pid) - agent_cpu0, cpu_s(server.pid) - server_cpu0
         samples = []
         end = time.monotonic() + HOLD_S
         while time.monotonic() < end:
@@ -135,7 +144,8 @@ def measure(n):
         print(f"N = {n}: agent RSS serving idle {baseline} KiB; tracking {n} Slurm jobs ({HOLD_S:.0f} s, "
               f"{len(samples)} samples) {low}-{high} KiB: per tracked job {(low - baseline) * 1024 / n:.0f} B "
               f"between cycles, {(high - baseline) * 1024 / n:.0f} B at the peak "
-              f"(submitted to the control plane in {submitted_s:.1f} s, all in Slurm after {in_slurm_s:.1f} s); "
+              f"(submitted to the control plane in {submitted_s:.1f} s, all in Slurm after {in_slurm_s:.1f} s; CPU "
+              f"meanwhile: agent {agent_cpu:.1f} s, control plane {server_cpu:.1f} s); "
               f"most connections to the control plane at once {sampler.most} (sampled every 20 ms)",
               flush=True)
     finally:

@@ -135,5 +135,37 @@ TEST_F(DaemonTest, AnAttemptWithNothingToSendHoldsNoDeliveryAndItsEndStartsOne) 
   EXPECT_EQ(cp.logs["a/stdout"], "first\n");
 }
 
+// Issue 17 (memory at a burst): the uploads of all attempts share max_concurrent_uploads slots, and a delivery
+// waits for its slot before it takes an upload from the outbox: with one slot and the first running event held
+// on the wire, the other attempt's delivery waits for the slot (a shallow coroutine, its upload not yet taken)
+// instead of piling up behind the control plane's client. Nothing is lost or reordered once the slot frees.
+TEST_F(DaemonTest, UploadsOfAllAttemptsWaitForOneOfMaxConcurrentUploadsSlots) {
+  settings.capacity = {{"process", 2}};
+  settings.max_concurrent_uploads = 1;
+  settings.progress_event_hold = std::chrono::milliseconds(0);  // running events are never replaced by a final one
+  runner.output = "";
+  cp.held_events = {"a", "b"};
+  Daemon::AttemptCounts crowded;
+  int on_the_wire = 0;
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("a", "LA"), job("b", "LB")}});
+    co_await until([&] { return cp.events_held == 1 && daemon->attempt_counts().waiting_for_upload == 1; });
+    crowded = daemon->attempt_counts();
+    on_the_wire = cp.events_held;
+    cp.held_events.clear();
+    cp.changed.notify();
+    runner.finish = {"a", "b"};
+    runner.changed.notify();
+    co_await until([&] { return final_event_of(cp, "a") != nullptr && final_event_of(cp, "b") != nullptr; });
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  EXPECT_EQ(crowded.delivering, 2u);
+  EXPECT_EQ(on_the_wire, 1) << "one upload slot: one event on the wire";
+  EXPECT_EQ(cp.event_states("a"), (std::vector<std::string>{"running", "succeeded"}));
+  EXPECT_EQ(cp.event_states("b"), (std::vector<std::string>{"running", "succeeded"}));
+}
+
 }  // namespace
 }  // namespace nymph::agent::daemon_test
