@@ -567,7 +567,7 @@ struct Daemon::Impl final : ShipperStarter {
     log->info("job {}: attempt {} on runner {}", a->job_id, a->number, a->runner_name);
     Attempt* raw = a.get();
     attempts.emplace(job.job_id, std::move(a));
-    // The flag is set before the coroutine starts: co_spawn may run it inline up to its first suspension, and
+    // The flag is set before the runner takes the attempt: it may report (and queue) before launch() returns, and
     // the attempt is removed as soon as neither its run nor its delivery is active. Its delivery starts with
     // the first thing it queues (Attempt::queued). `raw` is not used afterwards.
     if (!runner) {
