@@ -42,7 +42,7 @@ struct DaemonSettings {
   std::chrono::milliseconds progress_event_hold{20};
   // Event and log uploads on the wire at once, all attempts together (DeliveryContext::upload_slots); the
   // control plane's client is given the same bound.
-  std::size_t max_concurrent_uploads = 8;
+  std::size_t max_concurrent_uploads = HttpControlPlaneConfig{}.max_concurrent_uploads;
   LifecycleConfig lifecycle;
   std::filesystem::path status_file;              // empty: none
 };

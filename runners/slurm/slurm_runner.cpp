@@ -266,26 +266,25 @@ asio::awaitable<JobUpdate> SlurmRunner::follow(Attempt& a) {
 asio::awaitable<std::variant<SlurmRunner::Attempt*, JobUpdate>> SlurmRunner::start(JobSpec spec, JobReporter& reporter) {
   const bool training = spec.kind == "training";
   if (!training && config_.profiles_only)
-    co_return (failed_update("this worker runs approved training profiles only "
-                                               "([runners.process] allow_commands = false): argv and command jobs "
-                                               "are refused"));
+    co_return failed_update("this worker runs approved training profiles only "
+                            "([runners.process] allow_commands = false): argv and command jobs are refused");
   // Precedence (docs/profiles.md): runConfig.slurm > a profile's own #SBATCH lines > these site defaults >
   // Slurm's. prepare_training drops a default the profile script sets itself (sbatch's command line would
   // override the script).
   const cli::OptionDefaults defaults{config_.account, config_.qos, config_.partition};
   auto options = cli::validate_options(spec.slurm_options, defaults);
-  if (!options) co_return (failed_update(options.error().message));
+  if (!options) co_return failed_update(options.error().message);
   const Profile* profile = nullptr;
   std::string input;
   if (training) {
     auto p = resolve_training(config_.profiles, spec);
-    if (!p) co_return (failed_update(p.error().message));
+    if (!p) co_return failed_update(p.error().message);
     auto text = render_input(**p, spec.parameters);
-    if (!text) co_return (failed_update(text.error().message));
+    if (!text) co_return failed_update(text.error().message);
     profile = *p;
     input = std::move(*text);
   }
-  if (auto why = refusal(spec)) co_return (std::move(*why));
+  if (auto why = refusal(spec)) co_return std::move(*why);
 
   // The attempt holds its job's slot (and capacity) while its directory is prepared on the I/O threads.
   JournalEntry entry{spec.job_id, spec.attempt, spec.lease_id, "",
@@ -297,7 +296,7 @@ asio::awaitable<std::variant<SlurmRunner::Attempt*, JobUpdate>> SlurmRunner::sta
   auto sub = co_await prepare(spec, profile, std::move(input), *options);
   if (!sub) {
     attempts_.erase(spec.job_id);
-    co_return (failed_update(sub.error().message));
+    co_return failed_update(sub.error().message);
   }
   if (sub->training) a.kind = Attempt::Kind::training;
   if (sub->shape) {
