@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <deque>
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -99,6 +101,10 @@ struct Daemon::Impl final : ShipperStarter {
   Notifier poll_changed;      // the newest poll ended, or a new one was asked for
   bool poll_anew_asked = false;
   ConcurrencyLimit upload_slots;  // settings.max_concurrent_uploads (DeliveryContext::upload_slots)
+  // Attempts with something to send, waiting for a delivery coroutine (ship()) to take them, oldest first: a burst's
+  // ten thousand deliveries wait as a pointer each, not as a coroutine frame each.
+  std::deque<Attempt*> waiting_turns;
+  std::size_t deliverers = 0;  // ship() coroutines running: at most settings.max_active_deliveries
   std::map<std::string, std::unique_ptr<Attempt>> attempts;  // by job id
   std::string worker_id;
   std::chrono::milliseconds poll_hold{30'000};
@@ -720,25 +726,54 @@ struct Daemon::Impl final : ShipperStarter {
     write_status(/*paced=*/true);
   }
 
-  // ShipperStarter: `a` queued something and has no delivery running.
+  // ShipperStarter: `a` queued something and has no delivery running. It gets a delivery coroutine when fewer than
+  // max_active_deliveries run, else it waits for its turn in line (waiting_turns).
   void start_shipper(Attempt& a) override {
     a.shipper_active = true;
-    spawn(ship(&a), "delivery for job " + a.job_id);
+    if (deliverers < std::max<std::size_t>(settings.max_active_deliveries, 1)) {
+      ++deliverers;
+      spawn(ship(&a), "delivery");
+    } else {
+      waiting_turns.push_back(&a);
+    }
   }
 
-  // Delivers one attempt's events and logs (see deliver()), then lets the attempt go when its run is over.
+  // One delivery coroutine: delivers `a`'s events and logs (see deliver()), then those of each attempt waiting
+  // for its turn, oldest first, until none waits. An attempt that handed its turn on goes to the back of the line.
   asio::awaitable<void> ship(Attempt* a) {
-    DeliveryContext context{cp, {settings.backoff_initial, settings.backoff_max}, state_changed, delivery_deadline, *log,
-                            polls_sent, upload_slots};
-    auto refused = co_await deliver(*a, context);
-    if (refused) {
-      fatal("control plane refused the token: " + *refused);
-      a->abandoned = true;
+    struct Count {
+      std::size_t& deliverers;
+      ~Count() { --deliverers; }
+    } count{deliverers};
+    DeliveryContext context{cp,         {settings.backoff_initial, settings.backoff_max},
+                            state_changed, delivery_deadline,
+                            *log,       polls_sent,
+                            upload_slots, waiting_turns};
+    while (a != nullptr) {
+      auto end = co_await deliver(*a, context);
+      if (end.kind == DeliveryEnd::Kind::turn_over)
+        waiting_turns.push_back(a);
+      else
+        delivery_ended(*a, end);
+      a = nullptr;
+      if (!waiting_turns.empty()) {
+        a = waiting_turns.front();
+        waiting_turns.pop_front();
+      }
     }
-    if (a->offers_slot || !a->handed.empty()) settle_event_replies(*a);
-    a->shipper_active = false;
-    a->drained.notify();
-    finish_if_done(a);
+  }
+
+  // `a`'s delivery ended (not handed on): what its event replies handed over is settled, and the attempt goes
+  // when its run is over too. `a` may be invalid afterwards.
+  void delivery_ended(Attempt& a, const DeliveryEnd& end) {
+    if (end.kind == DeliveryEnd::Kind::token_refused) {
+      fatal("control plane refused the token: " + end.message);
+      a.abandoned = true;
+    }
+    if (a.offers_slot || !a.handed.empty()) settle_event_replies(a);
+    a.shipper_active = false;
+    a.drained.notify();
+    finish_if_done(&a);
   }
 
   // ---- lifecycle driver ----------------------------------------------------------------------------------
@@ -882,6 +917,7 @@ Daemon::AttemptCounts Daemon::attempt_counts() const {
     if (a->shipper_active) ++n.delivering;
   }
   n.waiting_for_upload = impl_->upload_slots.waiting();
+  n.waiting_for_delivery = impl_->waiting_turns.size();
   return n;
 }
 

@@ -43,6 +43,11 @@ struct DaemonSettings {
   // Event and log uploads on the wire at once, all attempts together (DeliveryContext::upload_slots); the
   // control plane's client is given the same bound.
   std::size_t max_concurrent_uploads = HttpControlPlaneConfig{}.max_concurrent_uploads;
+  // Delivery coroutines at once, all attempts together: an attempt with something to send beyond these waits for
+  // its turn in line, costing a pointer instead of a coroutine frame, and while any wait, a delivery hands its
+  // turn on after each upload. More than max_concurrent_uploads, so that deliveries waiting out a progress
+  // event's hold or a backoff leave the upload slots to others. At least 1.
+  std::size_t max_active_deliveries = 32;
   LifecycleConfig lifecycle;
   std::filesystem::path status_file;              // empty: none
 };
@@ -79,8 +84,9 @@ class Daemon {
   // updates and output acknowledged, its run going on) has none.
   struct AttemptCounts {
     std::size_t attempts = 0;
-    std::size_t delivering = 0;
+    std::size_t delivering = 0;  // with a delivery running or waiting for its turn
     std::size_t waiting_for_upload = 0;  // deliveries waiting for one of max_concurrent_uploads slots
+    std::size_t waiting_for_delivery = 0;  // attempts waiting for one of max_active_deliveries coroutines
   };
   AttemptCounts attempt_counts() const;
 

@@ -73,7 +73,7 @@ void on_upload_failure(Attempt& a, const Upload& u, const CallError& err, spdlog
 }  // namespace
 
 NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
-asio::awaitable<std::optional<std::string>> deliver(Attempt& a, DeliveryContext ctx) {
+asio::awaitable<DeliveryEnd> deliver(Attempt& a, DeliveryContext ctx) {
   Backoff retry(ctx.retry);
   while (!a.stopped()) {
     // Not cancelled at the exit deadline: the uploads in flight are, and each freed slot resumes a waiter that
@@ -101,9 +101,11 @@ asio::awaitable<std::optional<std::string>> deliver(Attempt& a, DeliveryContext 
       retry.reset();
       a.outbox.acknowledged(*u);
       a.drained.notify();
+      if (!ctx.waiting_turns.empty() && !a.outbox.finished()) co_return DeliveryEnd{DeliveryEnd::Kind::turn_over};
       continue;
     }
-    if (r.error().kind == CallFailure::unauthorized) co_return r.error().message;
+    if (r.error().kind == CallFailure::unauthorized)
+      co_return DeliveryEnd{DeliveryEnd::Kind::token_refused, r.error().message};
     if (r.error().kind == CallFailure::transient) {
       auto delay = retry.next_delay();
       ctx.log.warn("job {}: {}; retrying in {} ms", a.job_id, r.error().message, delay.count());
@@ -115,7 +117,7 @@ asio::awaitable<std::optional<std::string>> deliver(Attempt& a, DeliveryContext 
     }
     on_upload_failure(a, *u, r.error(), ctx.log);
   }
-  co_return std::nullopt;
+  co_return DeliveryEnd{};
 }
 NYMPH_GCC_PR109224_END
 

@@ -2,6 +2,7 @@
 // The shipper of one attempt: uploads its events and log chunks in the order its outbox offers them and
 // decides what each control-plane failure means for the attempt.
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 
@@ -27,9 +28,21 @@ struct DeliveryContext {
   spdlog::logger& log;
   const std::uint64_t& polls_sent;  // the daemon's poll count, noted as a final event that offers its slot is sent
   // Uploads on the wire at once, all attempts together: a delivery waits for a slot before it takes its next
-  // upload from the outbox, so ten thousand attempts reporting at once wait as shallow coroutines, and what
-  // they queue meanwhile is sent as it stands when their turn comes.
+  // upload from the outbox, so what its attempt queues meanwhile is sent as it stands when the slot comes.
   ConcurrencyLimit& upload_slots;
+  // Attempts with something to send that wait for a delivery coroutine of their own (the daemon keeps a few and
+  // hands them round): while any wait, a delivery hands its turn on after each acknowledged upload.
+  const std::deque<Attempt*>& waiting_turns;
+};
+
+// How a delivery ended.
+struct DeliveryEnd {
+  enum class Kind {
+    done,           // see deliver(): nothing more to do for the attempt until it queues something
+    turn_over,      // others wait for a turn: the attempt goes to the back of the line, its outbox not done
+    token_refused,  // the control plane refused the agent's token (`message`)
+  } kind = Kind::done;
+  std::string message;
 };
 
 // Delivers `a`'s events and logs in order until its final event is acknowledged, the attempt is stopped
@@ -40,8 +53,10 @@ struct DeliveryContext {
 // state or its exit deadline; an upload in flight ends when the attempt's cancel_upload is emitted). A lost lease (or a log offset this agent no longer has) fences
 // the attempt, and a lost lease also stops its run (StopReason::lease_lost); an upload the control plane
 // rejects is dropped, and a log stream it takes no more of (its log cap, or the attempt is final) is closed
-// with one warning: the rest of that stream is dropped, the events still go. Returns the control plane's message when it refused the agent's token (the caller
-// must stop the agent and give the attempt up), nullopt otherwise. Cancelled only with the io_context.
-boost::asio::awaitable<std::optional<std::string>> deliver(Attempt& a, DeliveryContext ctx);
+// with one warning: the rest of that stream is dropped, the events still go. Ends with turn_over after an
+// acknowledged upload while other attempts wait for a turn (ctx.waiting_turns), and with token_refused when the
+// control plane refused the agent's token (the caller must stop the agent and give the attempt up). Cancelled
+// only with the io_context.
+boost::asio::awaitable<DeliveryEnd> deliver(Attempt& a, DeliveryContext ctx);
 
 }  // namespace nymph::agent

@@ -41,7 +41,8 @@ class FakeControlPlane final : public ControlPlane {
   int log_refusals = 0;
   std::set<std::string> fenced_leases;
   std::set<std::string> unavailable_leases;  // uploads of these leases always get 503
-  std::vector<std::string> calls;            // "exit", "event <job> <state>" in the order they were accepted
+  // "exit", "event <job> <state>", "log <job> <stream>" in the order they were accepted
+  std::vector<std::string> calls;
   bool unauthorized = false;
   std::string worker_id = "w1";             // what registration answers
   std::vector<protocol::CancelOrder> cancel_at_registration;
@@ -128,6 +129,7 @@ class FakeControlPlane final : public ControlPlane {
     }
     stored.resize(offset);
     stored += bytes;
+    calls.push_back("log " + job + " " + std::string(protocol::to_string(stream)));
     co_return stored.size();
   }
 

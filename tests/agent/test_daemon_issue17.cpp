@@ -167,5 +167,66 @@ TEST_F(DaemonTest, UploadsOfAllAttemptsWaitForOneOfMaxConcurrentUploadsSlots) {
   EXPECT_EQ(cp.event_states("b"), (std::vector<std::string>{"running", "succeeded"}));
 }
 
+// Issue 17 (memory at a burst): an attempt with something to send beyond max_active_deliveries delivery coroutines
+// waits for its turn in line, not as a coroutine of its own. With one delivery coroutine and the first running event
+// held on the wire, the other attempt waits in line (its upload not on the wire, though seven upload slots are free,
+// and not waiting for a slot either); once the event is answered, both attempts' events and logs all arrive.
+TEST_F(DaemonTest, AnAttemptBeyondMaxActiveDeliveriesWaitsForItsTurnInLine) {
+  settings.capacity = {{"process", 2}};
+  settings.max_concurrent_uploads = 8;
+  settings.max_active_deliveries = 1;
+  settings.progress_event_hold = std::chrono::milliseconds(0);
+  cp.held_events = {"a", "b"};
+  Daemon::AttemptCounts crowded;
+  int on_the_wire = 0;
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("a", "LA"), job("b", "LB")}});
+    co_await until([&] { return cp.events_held == 1 && daemon->attempt_counts().waiting_for_delivery == 1; });
+    crowded = daemon->attempt_counts();
+    on_the_wire = cp.events_held;
+    cp.held_events.clear();
+    cp.changed.notify();
+    runner.finish = {"a", "b"};
+    runner.changed.notify();
+    co_await until([&] { return final_event_of(cp, "a") != nullptr && final_event_of(cp, "b") != nullptr; });
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  EXPECT_EQ(crowded.delivering, 2u) << "an attempt in line counts as delivering";
+  EXPECT_EQ(crowded.waiting_for_upload, 0u);
+  EXPECT_EQ(on_the_wire, 1) << "one delivery coroutine: one upload on the wire";
+  EXPECT_EQ(cp.event_states("a"), (std::vector<std::string>{"running", "succeeded"}));
+  EXPECT_EQ(cp.event_states("b"), (std::vector<std::string>{"running", "succeeded"}));
+  EXPECT_EQ(cp.logs["a/stdout"], "hello\n");
+  EXPECT_EQ(cp.logs["b/stdout"], "hello\n");
+}
+
+// While attempts wait in line, a delivery hands its turn on after each acknowledged upload: with one delivery
+// coroutine, two attempts that each queued a running event and a log chunk take turns upload by upload, so one
+// attempt's steady stream of output cannot keep the others' events waiting.
+TEST_F(DaemonTest, ADeliveryHandsItsTurnOnAfterEachUploadWhileOthersWaitInLine) {
+  settings.capacity = {{"process", 2}};
+  settings.max_active_deliveries = 1;
+  settings.progress_event_hold = std::chrono::milliseconds(0);
+  cp.held_events = {"a"};
+  auto reason = run([&]() -> asio::awaitable<void> {
+    co_await until([&] { return !cp.polls.empty(); });
+    cp.reply({.jobs = {job("a", "LA"), job("b", "LB")}});
+    co_await until([&] { return cp.events_held == 1 && daemon->attempt_counts().waiting_for_delivery == 1; });
+    cp.held_events.clear();
+    cp.changed.notify();
+    co_await until([&] { return cp.logs.contains("a/stdout") && cp.logs.contains("b/stdout"); });
+    runner.finish = {"a", "b"};
+    runner.changed.notify();
+    co_await until([&] { return final_event_of(cp, "a") != nullptr && final_event_of(cp, "b") != nullptr; });
+    daemon->on_signal(Signal::term);
+  });
+  EXPECT_EQ(reason, ExitReason::sigterm);
+  ASSERT_GE(cp.calls.size(), 4u);
+  EXPECT_EQ(std::vector<std::string>(cp.calls.begin(), cp.calls.begin() + 4),
+            (std::vector<std::string>{"event a running", "event b running", "log a stdout", "log b stdout"}));
+}
+
 }  // namespace
 }  // namespace nymph::agent::daemon_test
