@@ -21,10 +21,8 @@ asio::awaitable<void> AttemptReporter::output(runners::Stream stream, std::uint6
   while (attempt_.outbox.buffered_bytes() > bound_ && !attempt_.stopped()) co_await attempt_.drained.wait();
 }
 
-Attempt::Attempt(asio::any_io_executor ex, const DaemonSettings& s, ShipperStarter& starter)
+Attempt::Attempt(const DaemonSettings& s, ShipperStarter& starter)
     : outbox(kMaxLogUpload, s.progress_event_hold),
-      wake(ex),
-      drained(ex),
       reporter(*this, s.max_buffered_output),
       shipper_starter(starter) {}
 

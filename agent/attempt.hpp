@@ -51,7 +51,7 @@ class AttemptReporter final : public runners::JobReporter {
 struct Attempt {
   // An attempt with an empty outbox whose uploads and backlog are bounded as `s` says; `starter` starts its
   // delivery when something is queued and none runs, and outlives the attempt.
-  Attempt(boost::asio::any_io_executor ex, const DaemonSettings& s, ShipperStarter& starter);
+  Attempt(const DaemonSettings& s, ShipperStarter& starter);
   std::string job_id, lease_id, runner_name;
   int number = 1;
   runners::Runner* runner = nullptr;  // null when the attempt was refused (unknown runner, no time left)

@@ -50,9 +50,6 @@ struct Daemon::Impl final : ShipperStarter {
         log(std::move(log)),
         lifecycle(settings.lifecycle, Clock::now()),
         backoff({settings.backoff_initial, settings.backoff_max}),
-        state_changed(ex),
-        background_done(ex),
-        poll_changed(ex),
         upload_slots(settings.max_concurrent_uploads),
         status_timer(ex) {
     for (const auto& [name, runner] : runners)
@@ -70,7 +67,7 @@ struct Daemon::Impl final : ShipperStarter {
   // answer decides whether it is resumed or abandoned.
   void adopt(const std::string& runner_name, runners::Runner* runner, runners::InFlightAttempt left) {
     const std::string id = left.job_id;
-    auto a = std::make_unique<Attempt>(ex, settings, *this);
+    auto a = std::make_unique<Attempt>(settings, *this);
     a->job_id = id;
     a->lease_id = left.lease_id;
     a->number = left.attempt;
@@ -562,7 +559,7 @@ struct Daemon::Impl final : ShipperStarter {
       refuse(std::move(job), "refused: " + *why);
       return;
     }
-    auto a = std::make_unique<Attempt>(ex, settings, *this);
+    auto a = std::make_unique<Attempt>(settings, *this);
     a->job_id = job.job_id;
     a->lease_id = job.lease_id;
     a->number = job.attempt;
@@ -595,7 +592,7 @@ struct Daemon::Impl final : ShipperStarter {
   // takes no new jobs, is never started: its only event is `lost` (seq 1, reason overCapacity) saying `message`,
   // sent at once, so the control plane re-queues it without counting an attempt. It is not listed as running.
   void refuse(protocol::JobAssignment job, const std::string& message) {
-    auto a = std::make_unique<Attempt>(ex, settings, *this);
+    auto a = std::make_unique<Attempt>(settings, *this);
     a->job_id = job.job_id;
     a->lease_id = job.lease_id;
     a->number = job.attempt;

@@ -28,7 +28,6 @@ using namespace std::chrono_literals;
 // A control plane in memory. Polls are answered from `replies` or held until the test adds one.
 class FakeControlPlane final : public ControlPlane {
  public:
-  explicit FakeControlPlane(asio::any_io_executor ex) : changed(ex) {}
 
   std::vector<protocol::RegisterRequest> registrations;
   std::vector<protocol::PollRequest> polls;
@@ -167,9 +166,9 @@ class FakeControlPlane final : public ControlPlane {
 // records the opaque runner_data (a string) of each attempt it resumes or abandons.
 class FakeRunner final : public runners::Runner, public runners::ResumableRunner {
  public:
-  explicit FakeRunner(asio::any_io_executor ex, std::string name = "process",
+  explicit FakeRunner(std::string name = "process",
                       runners::Lifetime lifetime = runners::Lifetime::stops_with_agent)
-      : changed(ex), name_(std::move(name)), lifetime_(lifetime) {}
+      : name_(std::move(name)), lifetime_(lifetime) {}
 
   std::map<std::string, runners::StopReason> stops;
   std::map<std::string, runners::StopReason> kills;
@@ -244,8 +243,8 @@ inline protocol::JobAssignment job(const std::string& id, const std::string& lea
 class DaemonTest : public ::testing::Test {
  protected:
   asio::io_context ioc;
-  FakeControlPlane cp{ioc.get_executor()};
-  FakeRunner runner{ioc.get_executor()};
+  FakeControlPlane cp;
+  FakeRunner runner;
   std::filesystem::path dir = std::filesystem::temp_directory_path() / ("nymph-daemon-" + std::to_string(::getpid()));
   DaemonSettings settings;
   std::unique_ptr<Daemon> daemon;

@@ -12,7 +12,7 @@ using namespace nymph::agent::daemon_test;
 using runners::Lifetime;
 
 TEST_F(DaemonTest, AJobThatStopsWithTheAgentIsStoppedAndReportedAtShutdownWhateverItsRunnerIsCalled) {
-  FakeRunner batch(ioc.get_executor(), "batch", Lifetime::stops_with_agent);
+  FakeRunner batch("batch", Lifetime::stops_with_agent);
   runner_map = {{"batch", &batch}};
   settings.capacity = {{"batch", 1}};
   settings.lifecycle.drain_grace = 50ms;
@@ -30,7 +30,7 @@ TEST_F(DaemonTest, AJobThatStopsWithTheAgentIsStoppedAndReportedAtShutdownWhatev
 }
 
 TEST_F(DaemonTest, AJobThatSurvivesTheAgentIsDetachedAtShutdownNotWaitedForWhateverItsRunnerIsCalled) {
-  FakeRunner surviving(ioc.get_executor(), "process", Lifetime::survives_agent);
+  FakeRunner surviving("process", Lifetime::survives_agent);
   runner_map = {{"process", &surviving}};
   settings.lifecycle.drain_grace = 60s;  // longer than the test's hang guard: waiting for the job would fail it
   auto reason = run([&]() -> asio::awaitable<void> {
@@ -48,7 +48,7 @@ TEST_F(DaemonTest, AJobThatSurvivesTheAgentIsDetachedAtShutdownNotWaitedForWhate
 // D4 for a job that survives the agent (a Slurm job): an expired lease is a stop(lease_expired) (the Slurm runner
 // scancels), never a kill of the agent's own children, and a per-runner TTL from registration applies.
 TEST_F(DaemonTest, AnExpiredLeaseStopsAJobThatSurvivesTheAgentWithLeaseExpired) {
-  FakeRunner slurm(ioc.get_executor(), "slurm", Lifetime::survives_agent);
+  FakeRunner slurm("slurm", Lifetime::survives_agent);
   runner_map = {{"slurm", &slurm}, {"process", &runner}};
   settings.capacity = {{"slurm", 1}, {"process", 1}};
   settings.backoff_initial = 50ms;
@@ -83,8 +83,8 @@ TEST_F(DaemonTest, AnExpiredLeaseStopsAJobThatSurvivesTheAgentWithLeaseExpired) 
 }
 
 TEST_F(DaemonTest, OnlyJobsThatStopWithTheAgentMustFitBeforeTheWalltime) {
-  FakeRunner local(ioc.get_executor(), "local", Lifetime::stops_with_agent);
-  FakeRunner surviving(ioc.get_executor(), "process", Lifetime::survives_agent);
+  FakeRunner local("local", Lifetime::stops_with_agent);
+  FakeRunner surviving("process", Lifetime::survives_agent);
   runner_map = {{"local", &local}, {"process", &surviving}};
   settings.capacity = {{"local", 2}, {"process", 1}};
   settings.lifecycle.walltime_end = Clock::now() + 1h;  // lead 2 min: a 2 h job does not fit, a 30 min one does
@@ -127,7 +127,7 @@ TEST_F(DaemonTest, OnlyJobsThatStopWithTheAgentMustFitBeforeTheWalltime) {
 }
 
 TEST_F(DaemonTest, AttemptsAResumableRunnerLeftRunningAreListedThenResumedOrAbandoned) {
-  FakeRunner batch(ioc.get_executor(), "batch", Lifetime::survives_agent);
+  FakeRunner batch("batch", Lifetime::survives_agent);
   batch.resumable_part = true;
   batch.left_running = {{"keep", "Lk", 1, std::string("record of keep")},
                         {"drop", "Ld", 2, std::string("record of drop")}};
