@@ -75,7 +75,14 @@ struct Daemon::Impl final : ShipperStarter {
     a->runner = runner;
     a->left_running = std::make_unique<runners::InFlightAttempt>(std::move(left));
     a->adopted_pending = true;
-    attempts.emplace(id, std::move(a));
+    keep(std::move(a));
+  }
+
+  // Keeps `a` in `attempts`, keyed by its job id (which never changes afterwards); returns it.
+  Attempt& keep(std::unique_ptr<Attempt> a) {
+    Attempt& kept = *a;
+    attempts.emplace(kept.job_id, std::move(a));
+    return kept;
   }
 
   asio::any_io_executor ex;
@@ -102,7 +109,9 @@ struct Daemon::Impl final : ShipperStarter {
   // ten thousand deliveries wait as a pointer each, not as a coroutine frame each.
   std::deque<Attempt*> waiting_turns;
   std::size_t deliverers = 0;  // ship() coroutines running: at most settings.max_active_deliveries
-  std::map<std::string, std::unique_ptr<Attempt>> attempts;  // by job id
+  // By job id: each key views its attempt's job_id (a manager keeps ten thousand; no copy of each id). Added by
+  // keep() only.
+  std::map<std::string_view, std::unique_ptr<Attempt>> attempts;
   std::string worker_id;
   std::chrono::milliseconds poll_hold{30'000};
   std::uint64_t polls_sent = 0;                       // polls sent so far (see Attempt::offered_at_poll)
@@ -227,7 +236,7 @@ struct Daemon::Impl final : ShipperStarter {
     for (auto& [id, a] : attempts) {
       if (a->run_active && a->stops_with_agent()) {
         a->stopped_for_exit = true;
-        a->runner->stop(id, runners::StopReason::shutdown);
+        a->runner->stop(a->job_id, runners::StopReason::shutdown);
       }
     }
   }
@@ -238,7 +247,7 @@ struct Daemon::Impl final : ShipperStarter {
       if (a->run_active && a->stops_with_agent()) {
         log->warn("job {}: still running at the exit budget's hard kill; killing it", id);
         a->stopped_for_exit = true;
-        a->runner->kill(id, runners::StopReason::shutdown);
+        a->runner->kill(a->job_id, runners::StopReason::shutdown);
       }
     }
   }
@@ -568,8 +577,7 @@ struct Daemon::Impl final : ShipperStarter {
     auto runner = runner_for(*a);
     if (runner) a->runner = *runner;
     log->info("job {}: attempt {} on runner {}", a->job_id, a->number, a->runner_name);
-    Attempt* raw = a.get();
-    attempts.emplace(job.job_id, std::move(a));
+    Attempt* raw = &keep(std::move(a));
     // The flag is set before the runner takes the attempt: it may report (and queue) before launch() returns, and
     // the attempt is removed as soon as neither its run nor its delivery is active. Its delivery starts with
     // the first thing it queues (Attempt::queued). `raw` is not used afterwards.
@@ -601,8 +609,7 @@ struct Daemon::Impl final : ShipperStarter {
     log->warn("job {}: attempt {} {}", a->job_id, a->number, message);
     a->outbox.push_event(JobUpdate{.state = JobState::lost, .message = message, .reason = runners::LostReason::over_capacity},
                          std::chrono::system_clock::now(), Clock::now());
-    Attempt* raw = a.get();
-    attempts.emplace(job.job_id, std::move(a));
+    Attempt* raw = &keep(std::move(a));
     raw->queued();
   }
 
@@ -799,7 +806,7 @@ struct Daemon::Impl final : ShipperStarter {
     for (auto& [id, a] : attempts) {
       if (a->run_active && a->survives_agent()) {
         a->detached = true;
-        a->runner->stop(id, runners::StopReason::shutdown);
+        a->runner->stop(a->job_id, runners::StopReason::shutdown);
         a->wake_all();
       }
     }
@@ -829,7 +836,7 @@ struct Daemon::Impl final : ShipperStarter {
       a->cancel_upload.emit(asio::cancellation_type::terminal);
       if (a->run_active && a->stops_with_agent()) {
         a->stopped_for_exit = true;
-        a->runner->kill(id, runners::StopReason::shutdown);
+        a->runner->kill(a->job_id, runners::StopReason::shutdown);
       }
       a->wake_all();
     }

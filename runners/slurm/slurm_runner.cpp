@@ -616,7 +616,7 @@ JobUpdate SlurmRunner::end_without_tracking(const std::string& job_id, const fs:
 }
 
 void SlurmRunner::start_tracking(Attempt& a) {
-  job_of_slurm_id_[a.entry.slurm_job_id] = a.entry.job_id;
+  attempt_of_slurm_id_[a.entry.slurm_job_id] = &a;
   tracker_.add({a.entry.slurm_job_id, a.entry.submitted_at, a.entry.job_name, a.entry.cluster});
   if (a.stop_requested) {
     auto why = *a.stop_requested;
@@ -707,7 +707,7 @@ asio::awaitable<JobUpdate> SlurmRunner::finish_following(Attempt& a) {
   }
   const std::string job_id = a.entry.job_id;
   if (!a.detached) finished_[job_id] = Finished{a.entry.dir, a.entry.attempt, true};
-  job_of_slurm_id_.erase(a.entry.slurm_job_id);
+  attempt_of_slurm_id_.erase(a.entry.slurm_job_id);
   attempts_.erase(job_id);  // destroys `a`
   co_return result;
 }
@@ -981,10 +981,8 @@ NYMPH_GCC_PR109224_END
 asio::awaitable<tracker_event::ExitFilesRead> SlurmRunner::read_exit_files(const std::vector<std::string>& slurm_ids) {
   std::map<std::string, fs::path> files;
   for (const auto& id : slurm_ids) {
-    auto job = job_of_slurm_id_.find(id);
-    if (job == job_of_slurm_id_.end()) continue;
-    auto a = attempts_.find(job->second);
-    if (a == attempts_.end()) continue;
+    auto a = attempt_of_slurm_id_.find(id);
+    if (a == attempt_of_slurm_id_.end()) continue;
     files[id] = fs::path(a->second->entry.dir) / kExitStatusFile;
   }
   auto read = [files = std::move(files)] {
@@ -997,10 +995,8 @@ asio::awaitable<tracker_event::ExitFilesRead> SlurmRunner::read_exit_files(const
 
 void SlurmRunner::deliver(std::vector<TrackerReport> reports) {
   for (auto& r : reports) {
-    auto job = job_of_slurm_id_.find(r.slurm_id);
-    if (job == job_of_slurm_id_.end()) continue;
-    auto it = attempts_.find(job->second);
-    if (it == attempts_.end()) continue;
+    auto it = attempt_of_slurm_id_.find(r.slurm_id);
+    if (it == attempt_of_slurm_id_.end()) continue;
     Attempt& a = *it->second;
     if (!is_final(r.update.state)) {
       const bool started = r.update.state == JobState::running;

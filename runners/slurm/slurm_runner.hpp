@@ -320,7 +320,8 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   std::optional<Journal> journal_;
   std::vector<JournalEntry> in_flight_;
   std::map<std::string, std::unique_ptr<Attempt>> attempts_;  // by job id
-  std::map<std::string, std::string> job_of_slurm_id_;
+  // The tracked attempts (of attempts_) by Slurm job id: from start_tracking() until finish_following() destroys one.
+  std::map<std::string, Attempt*> attempt_of_slurm_id_;
   std::map<std::string, Finished> finished_;                   // ended, awaiting release()
   std::size_t following_ = 0;                                  // following()
   boost::asio::steady_timer poll_timer_;
