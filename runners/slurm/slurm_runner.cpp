@@ -115,14 +115,14 @@ class OutputTail {
 };
 
 // The journal append an sbatch's outcome waits for (one entry, or an array's), to run on the journal's I/O
-// strand: `fault` (SlurmRunnerConfig::before_journal_append, for tests) fails it first when set.
+// strand: `fault` (SlurmRunnerConfig::before_journal_append, for tests) fails it first when set. Returns the
+// outcome with `entries` handed back: an array's ten thousand entries are moved there and back, not copied.
 template <class Entries>
 auto journal_append(Journal& journal, Entries entries, std::function<Result<void>()> fault) {
-  return [&journal, entries = std::move(entries), fault = std::move(fault)]() -> Result<void> {
-    if (fault) {
-      if (auto f = fault(); !f) return f;
-    }
-    return journal.append(entries);
+  return [&journal, entries = std::move(entries), fault = std::move(fault)]() mutable {
+    Result<void> appended = fault ? fault() : Result<void>{};
+    if (appended) appended = journal.append(entries);
+    return std::pair{std::move(appended), std::move(entries)};
   };
 }
 
@@ -372,7 +372,10 @@ asio::awaitable<Result<SlurmRunner::Sent>> SlurmRunner::submit_alone(const Attem
   sent.entry.job_name = slurm_job_name(a.entry.job_id);
   sent.entry.cluster = co_await cluster_of(answer->out);
   // On disk before anyone hears of it: a restarted manager finds every job it reported.
-  sent.journaled = co_await io_.run_ordered(journal_append(*journal_, sent.entry, config_.before_journal_append));
+  auto [journaled, entry] =
+      co_await io_.run_ordered(journal_append(*journal_, std::move(sent.entry), config_.before_journal_append));
+  sent.entry = std::move(entry);
+  sent.journaled = std::move(journaled);
   co_return sent;
 }
 
@@ -416,10 +419,12 @@ asio::awaitable<void> SlurmRunner::submit_shape(std::string shape) {
 asio::awaitable<void> SlurmRunner::submit_array(std::vector<Waiting*> tasks) {
   const JournalEntry& first = tasks.front()->attempt->entry;
   const std::string name = array_job_name(first.job_id, first.attempt);
-  std::vector<std::string> dirs;
-  dirs.reserve(tasks.size());
-  for (const Waiting* w : tasks) dirs.push_back(w->attempt->entry.dir);
-  auto script = render_array_script(name, config_.launch_dir, tasks.front()->sub.shape.value_or(""), dirs);
+  auto script = [&] {  // the copies of the directories go with this call, not with the frame
+    std::vector<std::string> dirs;
+    dirs.reserve(tasks.size());
+    for (const Waiting* w : tasks) dirs.push_back(w->attempt->entry.dir);
+    return render_array_script(name, config_.launch_dir, tasks.front()->sub.shape.value_or(""), dirs);
+  }();
   if (!script) {
     for (Waiting* w : tasks) submitted(*w->attempt, script.error());
     co_return;
@@ -457,9 +462,10 @@ asio::awaitable<void> SlurmRunner::submit_array(std::vector<Waiting*> tasks) {
     e.cluster = cluster;
     entries.push_back(std::move(e));
   }
-  auto journaled = co_await io_.run_ordered(journal_append(*journal_, entries, config_.before_journal_append));
+  auto [journaled, sent] =
+      co_await io_.run_ordered(journal_append(*journal_, std::move(entries), config_.before_journal_append));
   log_->info("slurm: {} attempts submitted in one sbatch as job array {}", tasks.size(), *base);
-  for (std::size_t i = 0; i < tasks.size(); ++i) submitted(*tasks[i]->attempt, Sent{std::move(entries[i]), journaled});
+  for (std::size_t i = 0; i < tasks.size(); ++i) submitted(*tasks[i]->attempt, Sent{std::move(sent[i]), journaled});
 }
 
 asio::awaitable<void> SlurmRunner::submit_one_by_one(std::vector<Waiting*> tasks, const std::string& why) {

@@ -37,6 +37,13 @@ JobUpdate update_for(JobState state, const std::string& slurm_id, std::string me
   return u;
 }
 
+// What Job keeps of a job's name or cluster: 0 for "" (not checked), else a hash that is never 0.
+std::size_t identity_hash(std::string_view s) {
+  if (s.empty()) return 0;
+  const std::size_t h = std::hash<std::string_view>{}(s);
+  return h == 0 ? 1 : h;
+}
+
 }  // namespace
 
 std::string slurm_job_label(std::string_view slurm_id) { return "Slurm job " + std::string(slurm_id); }
@@ -44,15 +51,15 @@ std::string slurm_job_label(std::string_view slurm_id) { return "Slurm job " + s
 void Tracker::add(TrackedJob job) {
   Job j;
   j.submitted_at = job.submitted_at;
-  j.name = std::move(job.name);
-  j.cluster = std::move(job.cluster);
+  j.name_hash = identity_hash(job.name);
+  j.cluster_hash = identity_hash(job.cluster);
   jobs_.try_emplace(std::move(job.slurm_id), std::move(j));
 }
 
 bool Tracker::ours(const Job& job, std::string_view name, std::string_view cluster,
                    std::optional<std::int64_t> submit) const {
-  if (!job.name.empty() && name != job.name) return false;
-  if (!job.cluster.empty() && !cluster.empty() && cluster != job.cluster) return false;
+  if (job.name_hash != 0 && identity_hash(name) != job.name_hash) return false;
+  if (job.cluster_hash != 0 && !cluster.empty() && identity_hash(cluster) != job.cluster_hash) return false;
   if (submit) {
     auto earliest = std::chrono::duration_cast<std::chrono::seconds>(
         (job.submitted_at - kSubmitTimeMargin).time_since_epoch());

@@ -129,7 +129,10 @@ class Tracker {
   enum class Evidence { none, sacct_not_final, sacct_absent, sacct_unavailable, no_accounting };
   struct Job {
     WallClock::time_point submitted_at;
-    std::string name, cluster;
+    // The job's name and cluster, hashed (identity_hash: 0 when not known, so not checked): ten thousand jobs keep
+    // 16 bytes each instead of two strings. A row with another name of the same 64-bit hash would pass for the
+    // job (odds about 2^-64, and only for a row about a recycled id); its submit time is still checked.
+    std::size_t name_hash = 0, cluster_hash = 0;
     std::optional<WallClock::time_point> started_at;  // when Slurm started it, once seen running
     std::optional<CancelCause> cancel;
     std::optional<WallClock::time_point> cancel_sent_at;
