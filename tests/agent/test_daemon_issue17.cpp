@@ -1,6 +1,8 @@
 // Issue 17: a final event offers its slot for the next job (takeNext, docs/protocol.md 8.3), and an attempt holds a
 // delivery only while it has something to send. The daemon against the in-memory control plane of
 // daemon_fixture.hpp.
+#include <functional>
+
 #include "agent/slot_offer.hpp"
 #include "tests/agent/daemon_fixture.hpp"
 
@@ -135,34 +137,48 @@ TEST_F(DaemonTest, AnAttemptWithNothingToSendHoldsNoDeliveryAndItsEndStartsOne) 
   EXPECT_EQ(cp.logs["a/stdout"], "first\n");
 }
 
+// Jobs a and b run with their events held on the wire until `crowded(counts)` holds with one event on it; then the
+// events go, both jobs succeed, and the agent stops.
+class CrowdedDeliveryTest : public DaemonTest {
+ protected:
+  struct Crowd {
+    ExitReason reason{};
+    Daemon::AttemptCounts counts;  // when `crowded` held
+    int on_the_wire = 0;           // events on the wire then
+  };
+  Crowd run_two_jobs_until(const std::function<bool(const Daemon::AttemptCounts&)>& crowded) {
+    settings.capacity = {{"process", 2}};
+    settings.progress_event_hold = std::chrono::milliseconds(0);  // running events are never replaced by a final one
+    cp.held_events = {"a", "b"};
+    Crowd crowd;
+    crowd.reason = run([&]() -> asio::awaitable<void> {
+      co_await until([&] { return !cp.polls.empty(); });
+      cp.reply({.jobs = {job("a", "LA"), job("b", "LB")}});
+      co_await until([&] { return cp.events_held == 1 && crowded(daemon->attempt_counts()); });
+      crowd.counts = daemon->attempt_counts();
+      crowd.on_the_wire = cp.events_held;
+      cp.held_events.clear();
+      cp.changed.notify();
+      runner.finish = {"a", "b"};
+      runner.changed.notify();
+      co_await until([&] { return final_event_of(cp, "a") != nullptr && final_event_of(cp, "b") != nullptr; });
+      daemon->on_signal(Signal::term);
+    });
+    return crowd;
+  }
+};
+
 // Issue 17 (memory at a burst): the uploads of all attempts share max_concurrent_uploads slots, and a delivery
 // waits for its slot before it takes an upload from the outbox: with one slot and the first running event held
 // on the wire, the other attempt's delivery waits for the slot (a shallow coroutine, its upload not yet taken)
 // instead of piling up behind the control plane's client. Nothing is lost or reordered once the slot frees.
-TEST_F(DaemonTest, UploadsOfAllAttemptsWaitForOneOfMaxConcurrentUploadsSlots) {
-  settings.capacity = {{"process", 2}};
+TEST_F(CrowdedDeliveryTest, UploadsOfAllAttemptsWaitForOneOfMaxConcurrentUploadsSlots) {
   settings.max_concurrent_uploads = 1;
-  settings.progress_event_hold = std::chrono::milliseconds(0);  // running events are never replaced by a final one
   runner.output = "";
-  cp.held_events = {"a", "b"};
-  Daemon::AttemptCounts crowded;
-  int on_the_wire = 0;
-  auto reason = run([&]() -> asio::awaitable<void> {
-    co_await until([&] { return !cp.polls.empty(); });
-    cp.reply({.jobs = {job("a", "LA"), job("b", "LB")}});
-    co_await until([&] { return cp.events_held == 1 && daemon->attempt_counts().waiting_for_upload == 1; });
-    crowded = daemon->attempt_counts();
-    on_the_wire = cp.events_held;
-    cp.held_events.clear();
-    cp.changed.notify();
-    runner.finish = {"a", "b"};
-    runner.changed.notify();
-    co_await until([&] { return final_event_of(cp, "a") != nullptr && final_event_of(cp, "b") != nullptr; });
-    daemon->on_signal(Signal::term);
-  });
-  EXPECT_EQ(reason, ExitReason::sigterm);
-  EXPECT_EQ(crowded.delivering, 2u);
-  EXPECT_EQ(on_the_wire, 1) << "one upload slot: one event on the wire";
+  auto crowd = run_two_jobs_until([](const auto& n) { return n.waiting_for_upload == 1; });
+  EXPECT_EQ(crowd.reason, ExitReason::sigterm);
+  EXPECT_EQ(crowd.counts.delivering, 2u);
+  EXPECT_EQ(crowd.on_the_wire, 1) << "one upload slot: one event on the wire";
   EXPECT_EQ(cp.event_states("a"), (std::vector<std::string>{"running", "succeeded"}));
   EXPECT_EQ(cp.event_states("b"), (std::vector<std::string>{"running", "succeeded"}));
 }
@@ -171,31 +187,14 @@ TEST_F(DaemonTest, UploadsOfAllAttemptsWaitForOneOfMaxConcurrentUploadsSlots) {
 // waits for its turn in line, not as a coroutine of its own. With one delivery coroutine and the first running event
 // held on the wire, the other attempt waits in line (its upload not on the wire, though seven upload slots are free,
 // and not waiting for a slot either); once the event is answered, both attempts' events and logs all arrive.
-TEST_F(DaemonTest, AnAttemptBeyondMaxActiveDeliveriesWaitsForItsTurnInLine) {
-  settings.capacity = {{"process", 2}};
+TEST_F(CrowdedDeliveryTest, AnAttemptBeyondMaxActiveDeliveriesWaitsForItsTurnInLine) {
   settings.max_concurrent_uploads = 8;
   settings.max_active_deliveries = 1;
-  settings.progress_event_hold = std::chrono::milliseconds(0);
-  cp.held_events = {"a", "b"};
-  Daemon::AttemptCounts crowded;
-  int on_the_wire = 0;
-  auto reason = run([&]() -> asio::awaitable<void> {
-    co_await until([&] { return !cp.polls.empty(); });
-    cp.reply({.jobs = {job("a", "LA"), job("b", "LB")}});
-    co_await until([&] { return cp.events_held == 1 && daemon->attempt_counts().waiting_for_delivery == 1; });
-    crowded = daemon->attempt_counts();
-    on_the_wire = cp.events_held;
-    cp.held_events.clear();
-    cp.changed.notify();
-    runner.finish = {"a", "b"};
-    runner.changed.notify();
-    co_await until([&] { return final_event_of(cp, "a") != nullptr && final_event_of(cp, "b") != nullptr; });
-    daemon->on_signal(Signal::term);
-  });
-  EXPECT_EQ(reason, ExitReason::sigterm);
-  EXPECT_EQ(crowded.delivering, 2u) << "an attempt in line counts as delivering";
-  EXPECT_EQ(crowded.waiting_for_upload, 0u);
-  EXPECT_EQ(on_the_wire, 1) << "one delivery coroutine: one upload on the wire";
+  auto crowd = run_two_jobs_until([](const auto& n) { return n.waiting_for_delivery == 1; });
+  EXPECT_EQ(crowd.reason, ExitReason::sigterm);
+  EXPECT_EQ(crowd.counts.delivering, 2u) << "an attempt in line counts as delivering";
+  EXPECT_EQ(crowd.counts.waiting_for_upload, 0u);
+  EXPECT_EQ(crowd.on_the_wire, 1) << "one delivery coroutine: one upload on the wire";
   EXPECT_EQ(cp.event_states("a"), (std::vector<std::string>{"running", "succeeded"}));
   EXPECT_EQ(cp.event_states("b"), (std::vector<std::string>{"running", "succeeded"}));
   EXPECT_EQ(cp.logs["a/stdout"], "hello\n");
