@@ -292,7 +292,7 @@ asio::awaitable<std::variant<SlurmRunner::Attempt*, JobUpdate>> SlurmRunner::sta
   auto owned = std::make_unique<Attempt>(std::move(entry), reporter, OutputOffsets{});
   Attempt& a = *owned;
   a.time_limit = spec.timeout;
-  attempts_.emplace(spec.job_id, std::move(owned));
+  attempts_.emplace(a.entry.job_id, std::move(owned));
   auto sub = co_await prepare(spec, profile, std::move(input), *options);
   if (!sub) {
     attempts_.erase(spec.job_id);
@@ -325,8 +325,12 @@ std::optional<JobUpdate> SlurmRunner::refusal(const JobSpec& spec) const {
 
 void SlurmRunner::submitted(Attempt& a, Result<Sent> sent) {
   if (!sent) return end_untracked_later(a, failed_update(sent.error().message), false);
-  // a.entry gets the id only once tracking starts: a stop() meanwhile waits for it (stop_requested).
+  // a.entry gets the id only once tracking starts: a stop() meanwhile waits for it (stop_requested). Its key in
+  // attempts_ views its job_id, so the key is set again to the new entry's.
+  auto node = attempts_.extract(a.entry.job_id);
   a.entry = std::move(sent->entry);
+  node.key() = a.entry.job_id;
+  attempts_.insert(std::move(node));
   const std::string& slurm_id = a.entry.slurm_job_id;
   if (const auto& j = sent->journaled; !j)
     return end_untracked_later(a, failed_update(j.error().message + "; Slurm job " + slurm_id + " cancelled", slurm_id),

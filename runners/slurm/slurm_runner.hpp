@@ -319,7 +319,8 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   Tracker tracker_;
   std::optional<Journal> journal_;
   std::vector<JournalEntry> in_flight_;
-  std::map<std::string, std::unique_ptr<Attempt>> attempts_;  // by job id
+  // By job id: each key views its attempt's entry.job_id (a manager tracks ten thousand; no copy of each id).
+  std::map<std::string_view, std::unique_ptr<Attempt>> attempts_;
   // The tracked attempts (of attempts_) by Slurm job id: from start_tracking() until finish_following() destroys one.
   std::map<std::string, Attempt*> attempt_of_slurm_id_;
   std::map<std::string, Finished> finished_;                   // ended, awaiting release()

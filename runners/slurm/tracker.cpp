@@ -53,7 +53,7 @@ void Tracker::add(TrackedJob job) {
   j.submitted_at = job.submitted_at;
   j.name_hash = identity_hash(job.name);
   j.cluster_hash = identity_hash(job.cluster);
-  jobs_.try_emplace(std::move(job.slurm_id), std::move(j));
+  jobs_.try_emplace(std::move(job.slurm_id), j);
 }
 
 bool Tracker::ours(const Job& job, std::string_view name, std::string_view cluster,
