@@ -85,9 +85,17 @@ struct Attempt {
   std::vector<protocol::JobAssignment> handed;
   bool slot_held = false;
 
+  // The polls that listed it as running, by their number (Daemon's polls_made; 0: none yet). listed() never turns
+  // true again once false, so the polls that listed it are exactly [first, last]: a reply renews its lease when its
+  // poll is in that range, and a poll in flight keeps no list of its own (ten thousand ids at a manager).
+  struct ListedIn {
+    std::uint64_t first = 0, last = 0;
+    bool contains(std::uint64_t poll) const { return first != 0 && first <= poll && poll <= last; }
+  } listed_in;
+
   // Whether nothing more is reported for this attempt.
   bool stopped() const { return fenced || detached || abandoned; }
-  // Whether polls and registrations list it as running (its lease is to be renewed).
+  // Whether polls and registrations list it as running (its lease is to be renewed). Once false, never true again.
   bool listed() const { return !stopped() && !given_up; }
   // Whether its runner's jobs end with the agent (false for a refused attempt, which has no runner).
   bool stops_with_agent() const;

@@ -115,6 +115,7 @@ struct Daemon::Impl final : ShipperStarter {
   std::string worker_id;
   std::chrono::milliseconds poll_hold{30'000};
   std::uint64_t polls_sent = 0;                       // polls sent so far (see Attempt::offered_at_poll)
+  std::uint64_t polls_made = 0;                       // poll requests made so far (see Attempt::listed_in)
   std::chrono::milliseconds poll_hold_sent{0};        // the hold of the poll in flight
   LeaseClock leases;                                  // D4: the agent's side of each running attempt's lease
   std::chrono::milliseconds lease_ttl{90'000};        // registration's leaseTtlS
@@ -413,14 +414,26 @@ struct Daemon::Impl final : ShipperStarter {
 
   // ---- polling -------------------------------------------------------------------------------------------
 
-  protocol::PollRequest make_poll_request() const {
+  // The next poll's request, numbered `serial` (polls_made): each attempt it lists records that it was listed in it
+  // (Attempt::listed_in), which is how that poll's reply knows whose leases it renewed.
+  protocol::PollRequest make_poll_request(std::uint64_t serial) {
     protocol::PollRequest p;
     bool accepting = lifecycle.accepting_jobs();
     for (const auto& [name, cap] : settings.capacity) p.free[name] = accepting ? std::max(0, cap - busy_slots_on(name)) : 0;
-    for (const auto& [id, a] : attempts)
-      if (a->listed()) p.running.push_back({a->job_id, a->lease_id});
+    for (const auto& [id, a] : attempts) {
+      if (!a->listed()) continue;
+      p.running.push_back({a->job_id, a->lease_id});
+      if (a->listed_in.first == 0) a->listed_in.first = serial;
+      a->listed_in.last = serial;
+    }
     p.draining = !accepting;
     return p;
+  }
+
+  // The reply to poll `serial`, sent at `sent`, renewed the lease of every attempt that poll listed.
+  void renew_listed_in(std::uint64_t serial, Clock::time_point sent) {
+    for (const auto& [id, a] : attempts)
+      if (a->listed_in.contains(serial)) leases.renewed(a->job_id, sent);
   }
 
   // How long a poll may be held so that the leases in hand are renewed in time. D4: a held poll ends within a
@@ -449,8 +462,7 @@ struct Daemon::Impl final : ShipperStarter {
   // Sends one poll and applies its reply; a failure (or a cancellation: nullopt) is left in `f` for the loop
   // unless a newer poll superseded this one. Removes `f` from polls_in_flight once the loop is done with it.
   NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
-  asio::awaitable<void> fly(PollFlight* f, protocol::PollRequest request) {
-    const auto listed = request.running;
+  asio::awaitable<void> fly(PollFlight* f, protocol::PollRequest request, std::uint64_t serial) {
     const auto sent = Clock::now();
     const auto hold = hold_for_leases();
     ++polls_sent;
@@ -466,7 +478,7 @@ struct Daemon::Impl final : ShipperStarter {
       // A4: the control plane answers again: every delivery waiting out a backoff retries now.
       if (backoff.failures() > 0) state_changed.notify();
       backoff.reset();
-      renew(listed, sent);
+      renew_listed_in(serial, sent);
       handle_poll_reply(std::move(**r));
     }
     f->ended = true;
@@ -483,7 +495,8 @@ struct Daemon::Impl final : ShipperStarter {
     while (!exiting && !polling_stopped) {
       auto* f = polls_in_flight.emplace_back(std::make_unique<PollFlight>()).get();
       poll_anew_asked = false;
-      spawn(fly(f, make_poll_request()), "poll");
+      const auto serial = ++polls_made;
+      spawn(fly(f, make_poll_request(serial), serial), "poll");
       while (!f->ended && !poll_anew_asked && !exiting && !polling_stopped) co_await poll_changed.wait();
       if (!f->ended) {
         f->superseded = true;  // fly() removes it when it ends

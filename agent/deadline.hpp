@@ -16,17 +16,23 @@
 namespace nymph::agent {
 
 // Runs `op` on `ex` and returns its result, or nullopt when `cancel` was emitted (terminal) first. The operation
-// must honour terminal cancellation (the HTTP control plane does). Other exceptions propagate.
+// must honour terminal cancellation (the HTTP control plane does). Other exceptions propagate. `cancel` holds no
+// handler afterwards: asio keeps a slot's handler (and its memory) until the slot is cleared or used again, and an
+// attempt's signal lives as long as the attempt (a tracked Slurm job's: days, ten thousand of them).
 template <class T>
 boost::asio::awaitable<std::optional<T>> cancellable(boost::asio::any_io_executor ex, boost::asio::awaitable<T> op,
                                                      boost::asio::cancellation_signal& cancel) {
+  std::optional<T> result;
   try {
-    co_return co_await boost::asio::co_spawn(
-        ex, std::move(op), boost::asio::bind_cancellation_slot(cancel.slot(), boost::asio::use_awaitable));
+    result = co_await boost::asio::co_spawn(ex, std::move(op),
+                                            boost::asio::bind_cancellation_slot(cancel.slot(), boost::asio::use_awaitable));
   } catch (const boost::system::system_error& e) {
+    cancel.slot().clear();
     if (e.code() == boost::asio::error::operation_aborted) co_return std::nullopt;
     throw;
   }
+  cancel.slot().clear();
+  co_return result;
 }
 
 // Runs `op` on `ex` and returns its result, or nullopt when `deadline` came first (the operation is then
