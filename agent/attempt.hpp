@@ -60,29 +60,30 @@ struct Attempt {
   std::unique_ptr<runners::JobSpec> spec;
   // Set for an attempt a previous agent left running, until runner->resumable() takes it back.
   std::unique_ptr<runners::InFlightAttempt> left_running;
-  bool adopted_pending = false;  // left running, waiting for the registration reply
   AttemptOutbox outbox;
   Notifier wake;     // the shipper waits here for something to send
   Notifier drained;  // producers wait here for buffer space
   AttemptReporter reporter;
   ShipperStarter& shipper_starter;
+  boost::asio::cancellation_signal cancel_upload;  // emitted when the agent gives up delivering (exit deadline)
+  std::chrono::milliseconds lease_window{0};  // how long it may go unrenewed (LeaseClock::window of its TTL)
+  std::uint64_t offered_at_poll = 0;  // the daemon's poll count when its slot-offering final event was last sent
+  // What the replies to its events handed over: jobs leased to the worker (takeNext), and whether the offered
+  // slot, finding no job, was counted on the held poll instead (slot_held).
+  std::vector<protocol::JobAssignment> handed;
+  // The flags, together (a manager keeps ten thousand Attempts: no padding after each).
+  bool adopted_pending = false;  // left running, waiting for the registration reply
   bool run_active = false;
   bool shipper_active = false;  // its delivery (the daemon's ship()) runs
   bool fenced = false;     // the control plane no longer accepts this lease
   bool detached = false;   // left running at a manager stop (survives_agent): nothing more is reported
   bool abandoned = false;  // the daemon is exiting and gave up delivering
   bool stopped_for_exit = false;  // stopped (or killed) by the agent because the worker is going away
-  boost::asio::cancellation_signal cancel_upload;  // emitted when the agent gives up delivering (exit deadline)
   bool lease_expired = false;  // D4: stopped because its lease could not be renewed in time
-  std::chrono::milliseconds lease_window{0};  // how long it may go unrenewed (LeaseClock::window of its TTL)
   bool given_up = false;   // refused (over capacity) or stopped on lease expiry: reported lost, not running
   // Its run ended while the worker took jobs: its final event offers the slot for the next job (takeNext,
   // docs/protocol.md 8.3), and the slot counts as busy (in no poll) until that event is answered.
   bool offers_slot = false;
-  std::uint64_t offered_at_poll = 0;  // the daemon's poll count when that final event was last sent
-  // What the replies to its events handed over: jobs leased to the worker (takeNext), and whether the offered
-  // slot, finding no job, was counted on the held poll instead.
-  std::vector<protocol::JobAssignment> handed;
   bool slot_held = false;
 
   // The polls that listed it as running, by their number (Daemon's polls_made; 0: none yet). listed() never turns

@@ -59,6 +59,11 @@ void AttemptOutbox::StreamBuffer::drop(std::size_t n) {
   }
 }
 
+AttemptOutbox::StreamBuffer& AttemptOutbox::buffer(runners::Stream s) {
+  if (!streams_) streams_ = std::make_unique<Streams>();
+  return s == runners::Stream::out ? streams_->out : streams_->err;
+}
+
 bool AttemptOutbox::holding(SteadyTime now) const {
   if (events_.empty() || runners::is_final(events_.front().update.state)) return false;
   const auto& e = events_.front();
@@ -77,7 +82,8 @@ std::optional<Upload> AttemptOutbox::next_upload(SteadyTime now) {
     return Upload{.kind = Upload::Kind::event, .event = &events_.front()};
   }
   for (auto s : {runners::Stream::out, runners::Stream::err}) {
-    const auto& b = buffer(s);
+    if (!streams_) break;
+    const auto& b = s == runners::Stream::out ? streams_->out : streams_->err;
     if (b.size > 0) {
       return Upload{.kind = Upload::Kind::log,
                     .stream = s,

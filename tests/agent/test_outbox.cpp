@@ -51,6 +51,17 @@ TEST(Outbox, AnEmptyOutboxAllocatesNothing) {
   EXPECT_EQ(box.next_upload(t0 + std::chrono::seconds(1)), std::nullopt);
 }
 
+TEST(Outbox, AnOutboxWithoutOutputKeepsNoStreamBuffers) {
+  // The two streams' buffers (56 bytes each) come with the first output: a tracked Slurm job's outbox holds
+  // events only, and a manager keeps ten thousand.
+  EXPECT_LE(sizeof(AttemptOutbox), 64u);
+  AttemptOutbox box(1 << 20);
+  EXPECT_TRUE(box.expected_offset(Stream::err, 0)) << "nothing sent, nothing expected";
+  EXPECT_FALSE(box.expected_offset(Stream::out, 3)) << "the server expects bytes this outbox never had";
+  box.push_output(Stream::out, 0, "abc");
+  EXPECT_EQ(box.buffered_bytes(), 3u);
+}
+
 TEST(Outbox, ProgressEventsFirstFinalEventAfterAllLogs) {
   AttemptOutbox box(4);
   EXPECT_EQ(box.push_event({.state = JobState::running}, now, t0), 1);
