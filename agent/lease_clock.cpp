@@ -10,21 +10,22 @@ milliseconds LeaseClock::margin(milliseconds ttl) { return std::max<milliseconds
 
 milliseconds LeaseClock::window(milliseconds ttl) { return std::max(milliseconds(0), ttl - margin(ttl)); }
 
-void LeaseClock::track(const std::string& job_id, milliseconds ttl, Clock::time_point now) {
-  leases_[job_id] = Lease{ttl, now};
+void LeaseClock::track(std::string_view job_id, milliseconds ttl, Clock::time_point now) {
+  leases_.erase(job_id);  // a replaced lease's key may view characters about to go: the new one views job_id
+  leases_.emplace(job_id, Lease{ttl, now});
 }
 
-void LeaseClock::renewed(const std::string& job_id, Clock::time_point sent) {
+void LeaseClock::renewed(std::string_view job_id, Clock::time_point sent) {
   if (auto it = leases_.find(job_id); it != leases_.end()) it->second.renewed = std::max(it->second.renewed, sent);
 }
 
-void LeaseClock::forget(const std::string& job_id) { leases_.erase(job_id); }
+void LeaseClock::forget(std::string_view job_id) { leases_.erase(job_id); }
 
 std::vector<std::string> LeaseClock::expired(Clock::time_point now) {
   std::vector<std::string> out;
   for (auto it = leases_.begin(); it != leases_.end();) {
     if (now >= it->second.expires()) {
-      out.push_back(it->first);
+      out.emplace_back(it->first);
       it = leases_.erase(it);
     } else {
       ++it;
@@ -47,7 +48,7 @@ std::optional<milliseconds> LeaseClock::shortest_window() const {
   return shortest;
 }
 
-std::optional<milliseconds> LeaseClock::window_of(const std::string& job_id) const {
+std::optional<milliseconds> LeaseClock::window_of(std::string_view job_id) const {
   auto it = leases_.find(job_id);
   if (it == leases_.end()) return std::nullopt;
   return window(it->second.ttl);

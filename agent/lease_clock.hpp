@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/lifecycle.hpp"
@@ -22,12 +23,14 @@ class LeaseClock {
   static std::chrono::milliseconds window(std::chrono::milliseconds ttl);
 
   // Starts the clock of `job_id`'s lease (`ttl` long) at `now` (its assignment renewed it). Replaces a previous one.
-  void track(const std::string& job_id, std::chrono::milliseconds ttl, Clock::time_point now);
+  // The clock keeps a view of `job_id`, not a copy (a manager tracks ten thousand leases): the characters must stay
+  // where they are until forget() or expired() lets the lease go (the daemon passes its attempt's own job id).
+  void track(std::string_view job_id, std::chrono::milliseconds ttl, Clock::time_point now);
   // A poll or registration that listed `job_id` and was sent at `sent` got a successful reply: the lease's clock
   // restarts at `sent` (never earlier than it already stands). Unknown ids are ignored.
-  void renewed(const std::string& job_id, Clock::time_point sent);
+  void renewed(std::string_view job_id, Clock::time_point sent);
   // Stops watching `job_id` (its run ended, or it was given up).
-  void forget(const std::string& job_id);
+  void forget(std::string_view job_id);
 
   // The leases not renewed within their window at `now`, each returned once (and then forgotten).
   std::vector<std::string> expired(Clock::time_point now);
@@ -37,7 +40,7 @@ class LeaseClock {
   std::optional<std::chrono::milliseconds> shortest_window() const;
 
   // The window of `job_id`'s lease, when tracked.
-  std::optional<std::chrono::milliseconds> window_of(const std::string& job_id) const;
+  std::optional<std::chrono::milliseconds> window_of(std::string_view job_id) const;
 
  private:
   struct Lease {
@@ -45,7 +48,7 @@ class LeaseClock {
     Clock::time_point renewed;
     Clock::time_point expires() const { return renewed + window(ttl); }
   };
-  std::map<std::string, Lease> leases_;
+  std::map<std::string_view, Lease> leases_;  // keys view the ids passed to track()
 };
 
 }  // namespace nymph::agent

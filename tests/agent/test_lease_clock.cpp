@@ -1,7 +1,11 @@
 // The agent's side of the lease (D4), stepped with a synthetic clock: no sockets, no sleeps.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
+
 #include "agent/lease_clock.hpp"
+#include "allocation_counter.hpp"
 
 using namespace nymph::agent;
 using namespace std::chrono_literals;
@@ -53,4 +57,19 @@ TEST(LeaseClock, PerRunnerTtlsAndTheShortestWindow) {
   EXPECT_EQ(c.expired(t0 + 7s), std::vector<std::string>{"process-job"});
   EXPECT_EQ(c.shortest_window(), 25min);
   EXPECT_EQ(c.expired(t0 + 25min), std::vector<std::string>{"slurm-job"});
+}
+
+// A manager tracks ten thousand leases: each costs a map node, not a copy of its job id as well. A lease tracked
+// again under the same id (a new attempt) views the new characters.
+TEST(LeaseClock, KeepsAViewOfEachJobIdNotACopy) {
+  LeaseClock c;
+  auto old_id = std::make_unique<std::string>("01JBZ6Q0Y0S3V9J4T8W2N5K7MX-attempt-one");
+  c.track(*old_id, 90s, t0);
+  const std::string id = *old_id;
+  const std::size_t before = nymph::test::allocations_on_this_thread();
+  c.track(id, 12s, t0);
+  EXPECT_EQ(nymph::test::allocations_on_this_thread() - before, 1u) << "one map node; the id is not copied";
+  old_id.reset();  // the first attempt's id goes: the clock no longer looks at it
+  EXPECT_EQ(c.window_of(id), 7s);
+  EXPECT_EQ(c.expired(t0 + 7s), std::vector<std::string>{id});
 }
