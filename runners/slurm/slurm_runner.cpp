@@ -133,6 +133,8 @@ auto journal_append(Journal& journal, Entries entries, std::function<Result<void
 struct SlurmRunner::Attempt {
   Attempt(JournalEntry e, JobReporter& r, OutputOffsets from)
       : entry(std::move(e)), reporter(&r), out(Stream::out, from.out), err(Stream::err, from.err) {}
+  // Its journal line. Its job_name and cluster are emptied once tracking starts (start_tracking: the tracker keeps
+  // them hashed).
   JournalEntry entry;
   JobReporter* reporter;
   AttemptDone done;                        // where its final update goes, once handed over (hand_over())
@@ -628,6 +630,10 @@ JobUpdate SlurmRunner::end_without_tracking(const std::string& job_id, const fs:
 void SlurmRunner::start_tracking(Attempt& a) {
   attempt_of_slurm_id_[a.entry.slurm_job_id] = &a;
   tracker_.add({a.entry.slurm_job_id, a.entry.submitted_at, a.entry.job_name, a.entry.cluster});
+  // Nothing reads them again: the tracker keeps them hashed, the journal keeps them for the next agent. An array
+  // task's job name is the array's (~45 bytes), and a manager tracks ten thousand tasks.
+  a.entry.job_name = std::string();
+  a.entry.cluster = std::string();
   if (a.stop_requested) {
     auto why = *a.stop_requested;
     a.stop_requested.reset();
