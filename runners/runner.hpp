@@ -88,7 +88,7 @@ using AttemptDone = boost::asio::any_completion_handler<void(JobUpdate)>;
 // Why an attempt is being stopped.
 // lease_expired: the agent could not renew the attempt's lease for its TTL minus a margin (the control plane
 // re-queues the job soon): stop it like lease_lost (slurm: scancel).
-enum class StopReason { user_cancel, lease_lost, timeout, shutdown, lease_expired };
+enum class StopReason : std::uint8_t { user_cancel, lease_lost, timeout, shutdown, lease_expired };
 
 // How an attempt's life relates to the agent's. The agent decides by this, never by a runner's name, which
 // attempts it waits for and stops when it stops, and which it leaves running.

@@ -130,7 +130,7 @@ auto journal_append(Journal& journal, Entries entries, std::function<Result<void
 
 // One attempt this runner tracks, from start() (or attach()) to finish_following(). While Slurm has not started
 // its job it is only this record: no coroutine frame, no timer (see wake()).
-struct SlurmRunner::Attempt {
+struct SlurmRunner::Attempt final : TrackedRecord {
   Attempt(JournalEntry e, JobReporter& r, OutputOffsets from)
       : entry(std::move(e)), reporter(&r), out(Stream::out, from.out), err(Stream::err, from.err) {}
   // Its journal line. Its job_name and cluster are emptied once tracking starts (start_tracking: the tracker keeps
@@ -138,22 +138,23 @@ struct SlurmRunner::Attempt {
   JournalEntry entry;
   JobReporter* reporter;
   AttemptDone done;                        // where its final update goes, once handed over (hand_over())
-  bool following = false;                  // follow() was started for it
   asio::steady_timer* follow_timer = nullptr;  // follow()'s wait between output reads, while it waits
   std::unique_ptr<JobUpdate> final;        // set once, at the end: a tracked job does not carry an empty one
+  std::optional<std::chrono::seconds> time_limit;  // the job's timeout (its --time), when run() knows it
+  OutputTail out, err;
+  // The small fields together (a manager keeps ten thousand Attempts: no padding after each).
+  int looks_since_exit_record = 0;          // cycles since its exit record was seen that still found it active
+  // A training profile's result.json is read once it succeeded. A resumed attempt is `unknown` until it ended:
+  // then its job directory tells (a training profile's input file), read on the I/O threads with the result.
+  enum class Kind : std::uint8_t { command, training, unknown } kind = Kind::command;
+  std::optional<StopReason> stop_requested;  // stop() before the Slurm id was known
+  bool following = false;                  // follow() was started for it
   bool detached = false;
   // Its submission failed (final set, never tracked); with scancel_untracked, sbatch gave it a Slurm id that could
   // not be journaled, and the job is cancelled before it ends.
   bool untracked = false;
   bool scancel_untracked = false;
-  // A training profile's result.json is read once it succeeded. A resumed attempt is `unknown` until it ended:
-  // then its job directory tells (a training profile's input file), read on the I/O threads with the result.
-  enum class Kind { command, training, unknown } kind = Kind::command;
-  std::optional<StopReason> stop_requested;  // stop() before the Slurm id was known
-  std::optional<std::chrono::seconds> time_limit;  // the job's timeout (its --time), when run() knows it
   bool exit_record_seen = false;            // its exit record in kExitRecordDir brought a cycle forward
-  int looks_since_exit_record = 0;          // cycles since then that still found it active
-  OutputTail out, err;
 };
 
 SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig config,
@@ -628,8 +629,7 @@ JobUpdate SlurmRunner::end_without_tracking(const std::string& job_id, const fs:
 }
 
 void SlurmRunner::start_tracking(Attempt& a) {
-  attempt_of_slurm_id_[a.entry.slurm_job_id] = &a;
-  tracker_.add({a.entry.slurm_job_id, a.entry.submitted_at, a.entry.job_name, a.entry.cluster});
+  tracker_.add({a.entry.slurm_job_id, a.entry.submitted_at, a.entry.job_name, a.entry.cluster, &a});
   // Nothing reads them again: the tracker keeps them hashed, the journal keeps them for the next agent. An array
   // task's job name is the array's (~45 bytes), and a manager tracks ten thousand tasks.
   a.entry.job_name = std::string();
@@ -723,7 +723,7 @@ asio::awaitable<JobUpdate> SlurmRunner::finish_following(Attempt& a) {
   }
   const std::string job_id = a.entry.job_id;
   if (!a.detached) finished_[job_id] = Finished{a.entry.dir, a.entry.attempt, true};
-  attempt_of_slurm_id_.erase(a.entry.slurm_job_id);
+  tracker_.remove(a.entry.slurm_job_id);  // tracked no more already (its final report, or detach): never a dangling record
   attempts_.erase(job_id);  // destroys `a`
   co_return result;
 }
@@ -997,9 +997,9 @@ NYMPH_GCC_PR109224_END
 asio::awaitable<tracker_event::ExitFilesRead> SlurmRunner::read_exit_files(const std::vector<std::string>& slurm_ids) {
   std::map<std::string, fs::path> files;
   for (const auto& id : slurm_ids) {
-    auto a = attempt_of_slurm_id_.find(id);
-    if (a == attempt_of_slurm_id_.end()) continue;
-    files[id] = fs::path(a->second->entry.dir) / kExitStatusFile;
+    auto* record = tracker_.record_of(id);
+    if (!record) continue;
+    files[id] = fs::path(static_cast<const Attempt*>(record)->entry.dir) / kExitStatusFile;
   }
   auto read = [files = std::move(files)] {
     tracker_event::ExitFilesRead ev;
@@ -1011,9 +1011,8 @@ asio::awaitable<tracker_event::ExitFilesRead> SlurmRunner::read_exit_files(const
 
 void SlurmRunner::deliver(std::vector<TrackerReport> reports) {
   for (auto& r : reports) {
-    auto it = attempt_of_slurm_id_.find(r.slurm_id);
-    if (it == attempt_of_slurm_id_.end()) continue;
-    Attempt& a = *it->second;
+    if (!r.record) continue;
+    Attempt& a = *static_cast<Attempt*>(r.record);
     if (!is_final(r.update.state)) {
       const bool started = r.update.state == JobState::running;
       a.reporter->update(std::move(r.update));

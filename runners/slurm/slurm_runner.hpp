@@ -321,8 +321,6 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   std::vector<JournalEntry> in_flight_;
   // By job id: each key views its attempt's entry.job_id (a manager tracks ten thousand; no copy of each id).
   std::map<std::string_view, std::unique_ptr<Attempt>> attempts_;
-  // The tracked attempts (of attempts_) by Slurm job id: from start_tracking() until finish_following() destroys one.
-  std::map<std::string, Attempt*> attempt_of_slurm_id_;
   std::map<std::string, Finished> finished_;                   // ended, awaiting release()
   std::size_t following_ = 0;                                  // following()
   boost::asio::steady_timer poll_timer_;

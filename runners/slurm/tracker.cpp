@@ -53,7 +53,13 @@ void Tracker::add(TrackedJob job) {
   j.submitted_at = job.submitted_at;
   j.name_hash = identity_hash(job.name);
   j.cluster_hash = identity_hash(job.cluster);
+  j.record = job.record;
   jobs_.try_emplace(std::move(job.slurm_id), j);
+}
+
+TrackedRecord* Tracker::record_of(std::string_view slurm_id) const {
+  auto it = jobs_.find(slurm_id);
+  return it == jobs_.end() ? nullptr : it->second.record;
 }
 
 bool Tracker::ours(const Job& job, std::string_view name, std::string_view cluster,
@@ -227,7 +233,8 @@ void Tracker::report_active(const SqueueJob& row, TrackerAction& a, WallClock::t
   if (row.state == "COMPLETING") key = job.last_report;  // a phase of running, not worth an update
   if (key == job.last_report) return;
   job.last_report = key;
-  a.reports.push_back({row.job_id, update_for(pending ? JobState::pending : JobState::running, row.job_id, message)});
+  a.reports.push_back(
+      {row.job_id, update_for(pending ? JobState::pending : JobState::running, row.job_id, message), job.record});
 }
 
 TrackerAction Tracker::after_squeue(TrackerAction a) {
@@ -320,8 +327,10 @@ TrackerAction Tracker::finish_cycle(TrackerAction a) {
 }
 
 void Tracker::finish(const std::string& id, JobUpdate u, TrackerAction& a) {
-  jobs_.erase(id);
-  a.reports.push_back({id, std::move(u)});
+  auto it = jobs_.find(id);
+  TrackedRecord* record = it == jobs_.end() ? nullptr : it->second.record;
+  if (it != jobs_.end()) jobs_.erase(it);
+  a.reports.push_back({id, std::move(u), record});
 }
 
 JobUpdate Tracker::final_from_state(const std::string& id, const Job& job, const std::string& state,

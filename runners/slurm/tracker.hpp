@@ -48,15 +48,25 @@ inline constexpr std::chrono::minutes kSubmitTimeMargin{5};
 // A job to track, with what identifies it besides its id (Slurm recycles ids after a slurmctld reset or a
 // wrap-around): a row about `slurm_id` is this job's only when its name is `name` (when set), its cluster is
 // `cluster` (when both are known), and its submit time is not before `submitted_at` - kSubmitTimeMargin.
+// What the tracker's user keeps for each job (the slurm runner's attempt). The tracker holds a pointer to it with
+// the job and hands it back with each report (TrackerReport::record, Tracker::record_of), so its user keeps no map
+// of its own from Slurm id to record (a manager tracks ten thousand jobs). A record must outlive its job's
+// tracking: until its final report, or remove().
+class TrackedRecord {
+ protected:
+  ~TrackedRecord() = default;
+};
+
 struct TrackedJob {
   std::string slurm_id;
   WallClock::time_point submitted_at;  // a lower bound of Slurm's submit time (taken just before sbatch)
   std::string name;                    // the Slurm job name ("" for none: not checked)
   std::string cluster;                 // the cluster ("" for unknown: not checked)
+  TrackedRecord* record = nullptr;     // handed back with its reports
 };
 
 // Why we asked Slurm to cancel a job; decides how a CANCELLED end is reported.
-enum class CancelCause { user, lease_lost, max_poll_duration, max_queue_duration };
+enum class CancelCause : std::uint8_t { user, lease_lost, max_poll_duration, max_queue_duration };
 
 namespace tracker_event {
 struct CycleStart {};                               // the poll timer fired (or a cancel asked for a cycle)
@@ -84,6 +94,7 @@ enum class TrackerStep {
 struct TrackerReport {
   std::string slurm_id;
   JobUpdate update;
+  TrackedRecord* record = nullptr;  // the job's TrackedJob::record
 };
 
 struct TrackerAction {
@@ -114,6 +125,8 @@ class Tracker {
   bool tracking(std::string_view slurm_id) const { return jobs_.find(slurm_id) != jobs_.end(); }
   // When Slurm started the tracked job `slurm_id`, once a cycle has seen it running (nullopt before, or unknown).
   std::optional<WallClock::time_point> started_at(std::string_view slurm_id) const;
+  // The record tracked with `slurm_id` (TrackedJob::record), or null when it is not tracked.
+  TrackedRecord* record_of(std::string_view slurm_id) const;
   std::size_t size() const { return jobs_.size(); }
   bool empty() const { return jobs_.empty(); }
   // True once sacct has said accounting storage is disabled; sacct is not run again after that.
@@ -126,7 +139,7 @@ class Tracker {
   TrackerAction resume(const TrackerEvent& ev, WallClock::time_point now);
 
  private:
-  enum class Evidence { none, sacct_not_final, sacct_absent, sacct_unavailable, no_accounting };
+  enum class Evidence : std::uint8_t { none, sacct_not_final, sacct_absent, sacct_unavailable, no_accounting };
   struct Job {
     WallClock::time_point submitted_at;
     // The job's name and cluster, hashed (identity_hash: 0 when not known, so not checked): ten thousand jobs keep
@@ -134,14 +147,15 @@ class Tracker {
     // job (odds about 2^-64, and only for a row about a recycled id); its submit time is still checked.
     std::size_t name_hash = 0, cluster_hash = 0;
     std::optional<WallClock::time_point> started_at;  // when Slurm started it, once seen running
-    std::optional<CancelCause> cancel;
     std::optional<WallClock::time_point> cancel_sent_at;
-    bool cancel_resend = false;     // still active in squeue after a scancel: send it again
     // The last non-final report's state and message, hashed (dedup; never 0 once set): ten thousand jobs keep
     // 8 bytes each, not a string on the heap.
     std::size_t last_report = 0;
+    TrackedRecord* record = nullptr;
     int missing_cycles = 0;
     Evidence evidence = Evidence::none;
+    std::optional<CancelCause> cancel;
+    bool cancel_resend = false;     // still active in squeue after a scancel: send it again
   };
   enum class Stage { idle, scancel, squeue, sacct, exit_files };
 

@@ -83,6 +83,27 @@ TEST_F(TrackerTest, PendingRunningThenPurgedAndCompletedInSacct) {
   EXPECT_TRUE(tracker.empty());
 }
 
+// The runner keeps no map from Slurm id to its attempt: each report hands back the record tracked with its job.
+struct Record : TrackedRecord {
+  int n = 0;
+};
+
+TEST_F(TrackerTest, EachReportCarriesTheRecordTrackedWithItsJob) {
+  Record first{.n = 1}, second{.n = 2};
+  tracker.add({"101", t0, "", "", &first});
+  tracker.add({"102", t0, "", "", &second});
+  EXPECT_EQ(tracker.record_of("102"), &second);
+  EXPECT_EQ(tracker.record_of("103"), nullptr);
+  start_expecting_squeue(ids({"101", "102"}));
+  auto a = step(ev::SqueueDone{squeue_out("101|RUNNING|None\n102|COMPLETED|None\n")});
+  ASSERT_EQ(a.reports.size(), 2u);
+  for (const auto& r : a.reports) {
+    ASSERT_NE(r.record, nullptr) << r.slurm_id;
+    EXPECT_EQ(static_cast<Record*>(r.record)->n, r.slurm_id == "101" ? 1 : 2) << r.slurm_id;
+  }
+  EXPECT_EQ(tracker.record_of("102"), nullptr) << "finished: tracked no more";
+}
+
 TEST_F(TrackerTest, OneSqueueForAllJobsAndOneSacctForTheMissingOnes) {
   for (const char* id : {"1", "2", "3", "4"}) tracker.add({id, t0});
   start_expecting_squeue(ids({"1", "2", "3", "4"}));
