@@ -290,8 +290,8 @@ asio::awaitable<std::variant<SlurmRunner::Attempt*, JobUpdate>> SlurmRunner::sta
   if (auto why = refusal(spec)) co_return std::move(*why);
 
   // The attempt holds its job's slot (and capacity) while its directory is prepared on the I/O threads.
-  JournalEntry entry{spec.job_id, spec.attempt, spec.lease_id, "",
-                     (config_.launch_dir / job_dir_name(spec.job_id, spec.attempt)).string(), WallClock::now()};
+  JournalEntry entry{spec.job_id, spec.attempt, spec.lease_id, "", "", WallClock::now()};
+  entry.dir = default_job_dir(entry);
   auto owned = std::make_unique<Attempt>(std::move(entry), reporter, OutputOffsets{});
   Attempt& a = *owned;
   a.time_limit = spec.timeout;
@@ -628,12 +628,24 @@ JobUpdate SlurmRunner::end_without_tracking(const std::string& job_id, const fs:
   return u;
 }
 
+std::string SlurmRunner::default_job_dir(const JournalEntry& e) const {
+  return (config_.launch_dir / job_dir_name(e.job_id, e.attempt)).string();
+}
+
+std::string SlurmRunner::job_dir(const Attempt& a) const {
+  return a.entry.dir.empty() ? default_job_dir(a.entry) : a.entry.dir;
+}
+
 void SlurmRunner::start_tracking(Attempt& a) {
   tracker_.add({a.entry.slurm_job_id, a.entry.submitted_at, a.entry.job_name, a.entry.cluster, &a});
   // Nothing reads them again: the tracker keeps them hashed, the journal keeps them for the next agent. An array
   // task's job name is the array's (~45 bytes), and a manager tracks ten thousand tasks.
   a.entry.job_name = std::string();
   a.entry.cluster = std::string();
+  a.entry.lease_id = std::string();  // the agent keeps it; the journal has it
+  // Its directory is where start() made it (launch_dir / job_dir_name) unless a previous agent's journal said
+  // otherwise: job_dir() derives it again when asked.
+  if (a.entry.dir == default_job_dir(a.entry)) a.entry.dir = std::string();
   if (a.stop_requested) {
     auto why = *a.stop_requested;
     a.stop_requested.reset();
@@ -714,7 +726,7 @@ asio::awaitable<JobUpdate> SlurmRunner::finish_following(Attempt& a) {
   JobUpdate result = std::move(*a.final);
   // Only now, with Slurm's final word (COMPLETED), is a training profile's result.json read and checked.
   if (a.kind != Attempt::Kind::command && !a.detached) {
-    auto check = [u = std::move(result), dir = a.entry.dir, known = a.kind == Attempt::Kind::training]() mutable {
+    auto check = [u = std::move(result), dir = job_dir(a), known = a.kind == Attempt::Kind::training]() mutable {
       std::error_code ec;
       if (!known && !fs::exists(fs::path(dir) / kInputFile, ec)) return u;  // a resumed command job
       return attach_result(std::move(u), dir);
@@ -722,7 +734,7 @@ asio::awaitable<JobUpdate> SlurmRunner::finish_following(Attempt& a) {
     result = co_await io_.run(std::move(check));
   }
   const std::string job_id = a.entry.job_id;
-  if (!a.detached) finished_[job_id] = Finished{a.entry.dir, a.entry.attempt, true};
+  if (!a.detached) finished_[job_id] = Finished{job_dir(a), a.entry.attempt, true};
   tracker_.remove(a.entry.slurm_job_id);  // tracked no more already (its final report, or detach): never a dangling record
   attempts_.erase(job_id);  // destroys `a`
   co_return result;
@@ -733,7 +745,7 @@ asio::awaitable<void> SlurmRunner::ship_output(Attempt& a, bool to_end) {
   for (OutputTail* tail : {&a.out, &a.err}) {
     for (;;) {
       if (a.detached) co_return;
-      auto read = [path = tail->path_in(a.entry.dir), offset = tail->offset(), max = config_.output_chunk] {
+      auto read = [path = tail->path_in(job_dir(a)), offset = tail->offset(), max = config_.output_chunk] {
         return read_chunk(path, offset, max);
       };
       std::string bytes = co_await io_.run(std::move(read));
@@ -845,9 +857,12 @@ asio::awaitable<bool> SlurmRunner::new_exit_records() {
   if (names.empty()) co_return false;  // the usual answer: no pass over ten thousand attempts
   bool fresh = false;
   for (auto& [job_id, a] : attempts_) {
+    if (a->entry.slurm_job_id.empty() || a->exit_record_seen) continue;
     const std::string_view dir = a->entry.dir;
-    const std::string_view record = dir.substr(dir.rfind('/') + 1);  // the directory's name (rfind npos + 1 = 0)
-    if (a->entry.slurm_job_id.empty() || a->exit_record_seen || !names.contains(record)) continue;
+    // The directory's name (rfind npos + 1 = 0), or of the directory job_dir() derives.
+    const std::string record =
+        dir.empty() ? job_dir_name(a->entry.job_id, a->entry.attempt) : std::string(dir.substr(dir.rfind('/') + 1));
+    if (!names.contains(record)) continue;
     a->exit_record_seen = true;
     fresh = true;
   }
@@ -999,7 +1014,7 @@ asio::awaitable<tracker_event::ExitFilesRead> SlurmRunner::read_exit_files(const
   for (const auto& id : slurm_ids) {
     auto* record = tracker_.record_of(id);
     if (!record) continue;
-    files[id] = fs::path(static_cast<const Attempt*>(record)->entry.dir) / kExitStatusFile;
+    files[id] = fs::path(job_dir(*static_cast<const Attempt*>(record))) / kExitStatusFile;
   }
   auto read = [files = std::move(files)] {
     tracker_event::ExitFilesRead ev;

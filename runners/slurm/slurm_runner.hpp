@@ -290,7 +290,12 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   std::variant<Attempt*, JobUpdate> attach(JournalEntry entry, JobReporter& reporter, OutputOffsets from);
   boost::asio::awaitable<void> ship_output(Attempt& a, bool to_end);
   JobUpdate end_without_tracking(const std::string& job_id, const std::filesystem::path& dir, JobUpdate u);
+  // Starts tracking `a` (submitted: its entry has the Slurm id), letting go of what its entry no longer needs.
   void start_tracking(Attempt& a);
+  // Where start() puts the directory of `e`'s attempt: launch_dir / job_dir_name.
+  std::string default_job_dir(const JournalEntry& e) const;
+  // The job directory of `a`: its entry's, or default_job_dir() when tracking let the entry's copy go.
+  std::string job_dir(const Attempt& a) const;
   void ensure_poll_loop();
   boost::asio::awaitable<void> poll_loop();
   boost::asio::awaitable<void> run_cycle();
