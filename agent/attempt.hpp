@@ -53,7 +53,6 @@ struct Attempt {
   // delivery when something is queued and none runs, and outlives the attempt.
   Attempt(const DaemonSettings& s, ShipperStarter& starter);
   std::string job_id, lease_id, runner_name;
-  int number = 1;
   runners::Runner* runner = nullptr;  // null when the attempt was refused (unknown runner, no time left)
   // What the runner is to run, until its run() takes it (null from then on, and for an attempt left running).
   // By pointer: a manager keeps ten thousand Attempts, and the struct alone is a third of one.
@@ -85,6 +84,7 @@ struct Attempt {
   // docs/protocol.md 8.3), and the slot counts as busy (in no poll) until that event is answered.
   bool offers_slot = false;
   bool slot_held = false;
+  int number = 1;  // the attempt's number (beside the flags: no padding)
 
   // The polls that listed it as running, by their number (Daemon's polls_made; 0: none yet). listed() never turns
   // true again once false, so the polls that listed it are exactly [first, last]: a reply renews its lease when its

@@ -54,6 +54,7 @@ class HttpControlPlane final : public ControlPlane {
     // the reply may take the whole hold.
     std::string body = protocol::to_json_text(r);
     r = {};
+    body.shrink_to_fit();  // held for the whole hold: not the serializer's doubled capacity
     // The reply may take the whole hold; allow some slack for the network on top.
     co_return co_await call<protocol::PollResponse>(http::Method::post, protocol::poll_path(worker_id), std::move(body),
                                                     hold + std::chrono::seconds(15), "poll", worker_credential(), false);
