@@ -85,11 +85,12 @@ TEST_F(TrackerTest, PendingRunningThenPurgedAndCompletedInSacct) {
 
 // The runner keeps no map from Slurm id to its attempt: each report hands back the record tracked with its job.
 struct Record : TrackedRecord {
-  int n = 0;
+  explicit Record(int number) : n(number) {}
+  int n;
 };
 
 TEST_F(TrackerTest, EachReportCarriesTheRecordTrackedWithItsJob) {
-  Record first{.n = 1}, second{.n = 2};
+  Record first(1), second(2);
   tracker.add({"101", t0, "", "", &first});
   tracker.add({"102", t0, "", "", &second});
   EXPECT_EQ(tracker.record_of("102"), &second);
