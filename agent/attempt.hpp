@@ -68,8 +68,9 @@ struct Attempt {
   std::chrono::milliseconds lease_window{0};  // how long it may go unrenewed (LeaseClock::window of its TTL)
   std::uint64_t offered_at_poll = 0;  // the daemon's poll count when its slot-offering final event was last sent
   // What the replies to its events handed over: jobs leased to the worker (takeNext), and whether the offered
-  // slot, finding no job, was counted on the held poll instead (slot_held).
-  std::vector<protocol::JobAssignment> handed;
+  // slot, finding no job, was counted on the held poll instead (slot_held). Null while none (most attempts, and
+  // a tracked Slurm job's all its life): a manager keeps ten thousand Attempts.
+  std::unique_ptr<std::vector<protocol::JobAssignment>> handed;
   // The flags, together (a manager keeps ten thousand Attempts: no padding after each).
   bool adopted_pending = false;  // left running, waiting for the registration reply
   bool run_active = false;

@@ -553,7 +553,8 @@ struct Daemon::Impl final : ShipperStarter {
   // renewed before the poll in flight returns.
   void settle_event_replies(Attempt& a) {
     const bool offered = std::exchange(a.offers_slot, false);
-    auto handed = std::exchange(a.handed, {});
+    std::vector<protocol::JobAssignment> handed;
+    if (a.handed) handed = std::move(*std::exchange(a.handed, nullptr));
     const bool new_poll =
         offered && offered_slot_needs_new_poll(!handed.empty(), a.slot_held, polls_sent != a.offered_at_poll);
     start_assigned(std::move(handed), "event reply");
@@ -787,7 +788,7 @@ struct Daemon::Impl final : ShipperStarter {
       fatal("control plane refused the token: " + end.message);
       a.abandoned = true;
     }
-    if (a.offers_slot || !a.handed.empty()) settle_event_replies(a);
+    if (a.offers_slot || a.handed) settle_event_replies(a);
     a.shipper_active = false;
     a.drained.notify();
     finish_if_done(&a);

@@ -26,7 +26,8 @@ asio::awaitable<CallResult<void>> upload(const DeliveryContext& ctx, Attempt& a,
     if (request.take_next) a.offered_at_poll = ctx.polls_sent;
     auto r = co_await cp.send_event(a.job_id, std::move(request));
     if (!r) co_return r.error();
-    for (auto& job : r->jobs) a.handed.push_back(std::move(job));
+    if (!r->jobs.empty() && !a.handed) a.handed = std::make_unique<std::vector<protocol::JobAssignment>>();
+    for (auto& job : r->jobs) a.handed->push_back(std::move(job));
     a.slot_held = r->slot_held.value_or(false);
     co_return CallResult<void>{};
   }
