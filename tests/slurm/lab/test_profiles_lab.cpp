@@ -73,7 +73,7 @@ TEST(ProfilesLab, SmokeProfileWithHostileParametersReturnsItsResultAndExecutesNo
   auto final = lab.run(s, rec);
   ASSERT_EQ(final.state, JobState::succeeded) << final.message << "\n" << rec.err;
   ASSERT_TRUE(final.slurm_job_id);
-  EXPECT_EQ(sacct_fields(*final.slurm_job_id, "State,ExitCode"), "COMPLETED|0:0");
+  EXPECT_EQ(sacct_fields_settled(*final.slurm_job_id, "State,ExitCode", "COMPLETED|0:0"), "COMPLETED|0:0");
   ASSERT_TRUE(final.result);
   const auto& r = final.result->as_object();
   EXPECT_EQ(r.at("message").as_string(), message) << "byte-exact through input.json, the profile and result.json";
@@ -137,7 +137,7 @@ TEST(ProfilesLab, FailingProfileHasSlurmsExitCodeAndNoResult) {
   EXPECT_EQ(final.exit_code, 3);
   EXPECT_FALSE(final.result);
   ASSERT_TRUE(final.slurm_job_id);
-  EXPECT_EQ(sacct_fields(*final.slurm_job_id, "State,ExitCode"), "FAILED|3:0");
+  EXPECT_EQ(sacct_fields_settled(*final.slurm_job_id, "State,ExitCode", "FAILED|3:0"), "FAILED|3:0");
 }
 
 TEST(ProfilesLab, UnknownProfileSubmitsNothing) {

@@ -27,7 +27,7 @@ TEST(SlurmRunnerLab, CompletedWithByteExactOutput) {
   ASSERT_TRUE(final.slurm_job_id);
   EXPECT_EQ(final.exit_code, 0);
   // (JobName is not compared: slurmdbd may show the placeholder "allocation" for a second or so.)
-  EXPECT_EQ(sacct_fields(*final.slurm_job_id, "State,ExitCode"), "COMPLETED|0:0");
+  EXPECT_EQ(sacct_fields_settled(*final.slurm_job_id, "State,ExitCode", "COMPLETED|0:0"), "COMPLETED|0:0");
   ASSERT_FALSE(rec.updates.empty());
   EXPECT_EQ(rec.updates[0].state, JobState::running);
   EXPECT_EQ(rec.updates[0].slurm_job_id, final.slurm_job_id);
@@ -51,7 +51,7 @@ TEST(SlurmRunnerLab, FailedWithExitThree) {
   EXPECT_EQ(final.exit_code, 3);
   EXPECT_NE(final.message.find("FAILED"), std::string::npos) << final.message;
   EXPECT_EQ(rec.out, "before\n");
-  EXPECT_EQ(sacct_fields(*final.slurm_job_id, "State,ExitCode"), "FAILED|3:0");
+  EXPECT_EQ(sacct_fields_settled(*final.slurm_job_id, "State,ExitCode", "FAILED|3:0"), "FAILED|3:0");
 }
 
 TEST(SlurmRunnerLab, UserCancelEndsCancelled) {
@@ -129,7 +129,7 @@ TEST(SlurmRunnerLab, AccountingDisabledSettlesFromSqueuesFinalState) {
     EXPECT_EQ(final.exit_code, 3) << "squeue's exit_code 768 read as exit 3";
     EXPECT_NE(final.message.find("FAILED"), std::string::npos) << final.message;
     EXPECT_EQ(lab.count(fake_sacct.string()), 0) << "squeue settled it";
-    EXPECT_EQ(sacct_fields(*final.slurm_job_id, "State,ExitCode"), "FAILED|3:0") << "the real record agrees";
+    EXPECT_EQ(sacct_fields_settled(*final.slurm_job_id, "State,ExitCode", "FAILED|3:0"), "FAILED|3:0") << "the real record agrees";
     // The journal held the job's identity: its name and the cluster (scontrol's ClusterName on this lab).
     for (const auto& c : *lab.calls) {
       if (c.argv[0] != "squeue" || !c.result) continue;
