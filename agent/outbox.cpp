@@ -81,14 +81,15 @@ std::optional<Upload> AttemptOutbox::next_upload(SteadyTime now) {
     events_.front().offered = true;
     return Upload{.kind = Upload::Kind::event, .event = &events_.front()};
   }
-  for (auto s : {runners::Stream::out, runners::Stream::err}) {
-    if (!streams_) break;
-    const auto& b = s == runners::Stream::out ? streams_->out : streams_->err;
-    if (b.size > 0) {
-      return Upload{.kind = Upload::Kind::log,
-                    .stream = s,
-                    .offset = b.acked,
-                    .bytes = std::string_view(b.chunks.front()).substr(b.front_skip)};
+  if (streams_) {
+    for (auto s : {runners::Stream::out, runners::Stream::err}) {
+      const auto& b = s == runners::Stream::out ? streams_->out : streams_->err;
+      if (b.size > 0) {
+        return Upload{.kind = Upload::Kind::log,
+                      .stream = s,
+                      .offset = b.acked,
+                      .bytes = std::string_view(b.chunks.front()).substr(b.front_skip)};
+      }
     }
   }
   if (events_.empty()) return std::nullopt;

@@ -133,8 +133,8 @@ auto journal_append(Journal& journal, Entries entries, std::function<Result<void
 struct SlurmRunner::Attempt final : TrackedRecord {
   Attempt(JournalEntry e, JobReporter& r, OutputOffsets from)
       : entry(std::move(e)), reporter(&r), out(Stream::out, from.out), err(Stream::err, from.err) {}
-  // Its journal line. Its job_name and cluster are emptied once tracking starts (start_tracking: the tracker keeps
-  // them hashed).
+  // Its journal line. Once tracking starts, its job_name, cluster and lease_id are emptied, and its dir when it is
+  // the default one (start_tracking; job_dir() derives it again).
   JournalEntry entry;
   JobReporter* reporter;
   AttemptDone done;                        // where its final update goes, once handed over (hand_over())

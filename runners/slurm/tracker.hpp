@@ -45,9 +45,6 @@ struct TrackerConfig {
 // skew is smaller) plus Slurm's one-second resolution. Also what sacct's -S goes back beyond the lower bound.
 inline constexpr std::chrono::minutes kSubmitTimeMargin{5};
 
-// A job to track, with what identifies it besides its id (Slurm recycles ids after a slurmctld reset or a
-// wrap-around): a row about `slurm_id` is this job's only when its name is `name` (when set), its cluster is
-// `cluster` (when both are known), and its submit time is not before `submitted_at` - kSubmitTimeMargin.
 // What the tracker's user keeps for each job (the slurm runner's attempt). The tracker holds a pointer to it with
 // the job and hands it back with each report (TrackerReport::record, Tracker::record_of), so its user keeps no map
 // of its own from Slurm id to record (a manager tracks ten thousand jobs). A record must outlive its job's
@@ -57,6 +54,9 @@ class TrackedRecord {
   ~TrackedRecord() = default;
 };
 
+// A job to track, with what identifies it besides its id (Slurm recycles ids after a slurmctld reset or a
+// wrap-around): a row about `slurm_id` is this job's only when its name is `name` (when set), its cluster is
+// `cluster` (when both are known), and its submit time is not before `submitted_at` - kSubmitTimeMargin.
 struct TrackedJob {
   std::string slurm_id;
   WallClock::time_point submitted_at;  // a lower bound of Slurm's submit time (taken just before sbatch)

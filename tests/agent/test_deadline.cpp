@@ -27,12 +27,22 @@ asio::awaitable<int> held() {
   co_return 0;
 }
 
+// Spawns cancellable(op, cancel) on `ioc`; its result lands in `got` once it returns.
+void spawn_cancellable(asio::io_context& ioc, asio::awaitable<int> op, asio::cancellation_signal& cancel,
+                       std::optional<std::optional<int>>& got) {
+  asio::co_spawn(
+      ioc,
+      [&ioc, &cancel, &got, op = std::move(op)]() mutable -> asio::awaitable<void> {
+        got = co_await cancellable(ioc.get_executor(), std::move(op), cancel);
+      },
+      asio::detached);
+}
+
 TEST(Cancellable, ReturnsTheResultAndLeavesNoHandlerInTheSignal) {
   asio::io_context ioc;
   asio::cancellation_signal cancel;
   std::optional<std::optional<int>> got;
-  asio::co_spawn(ioc, [&]() -> asio::awaitable<void> { got = co_await cancellable(ioc.get_executor(), answer(), cancel); },
-                 asio::detached);
+  spawn_cancellable(ioc, answer(), cancel, got);
   ioc.run();
   ASSERT_TRUE(got);
   EXPECT_EQ(*got, 42);
@@ -43,8 +53,7 @@ TEST(Cancellable, ReturnsNulloptOnceEmittedAndLeavesNoHandlerInTheSignal) {
   asio::io_context ioc;
   asio::cancellation_signal cancel;
   std::optional<std::optional<int>> got;
-  asio::co_spawn(ioc, [&]() -> asio::awaitable<void> { got = co_await cancellable(ioc.get_executor(), held(), cancel); },
-                 asio::detached);
+  spawn_cancellable(ioc, held(), cancel, got);
   ioc.poll();
   ASSERT_FALSE(got) << "the held operation ended by itself";
   EXPECT_TRUE(cancel.slot().has_handler());
