@@ -131,11 +131,33 @@ auto journal_append(Journal& journal, Entries entries, std::function<Result<void
 // One attempt this runner tracks, from start() (or attach()) to finish_following(). While Slurm has not started
 // its job it is only this record: no coroutine frame, no timer (see wake()).
 struct SlurmRunner::Attempt final : TrackedRecord {
+  // `e` is its journal line (its Slurm id empty until submitted).
   Attempt(JournalEntry e, JobReporter& r, OutputOffsets from)
-      : entry(std::move(e)), reporter(&r), out(Stream::out, from.out), err(Stream::err, from.err) {}
-  // Its journal line. Once tracking starts, its job_name, cluster and lease_id are emptied, and its dir when it is
-  // the default one (start_tracking; job_dir() derives it again).
-  JournalEntry entry;
+      : job_id(std::move(e.job_id)),
+        slurm_job_id(std::move(e.slurm_job_id)),
+        dir(std::move(e.dir)),
+        line_only(std::make_unique<LineOnly>(
+            LineOnly{std::move(e.lease_id), std::move(e.job_name), std::move(e.cluster), e.submitted_at})),
+        reporter(&r),
+        out(Stream::out, from.out),
+        err(Stream::err, from.err),
+        attempt(e.attempt) {}
+  // Its journal line's fields, as they are kept while Slurm tracks its job (a manager tracks ten thousand):
+  std::string job_id;
+  std::string slurm_job_id;  // empty until its submission is journaled
+  std::string dir;           // its job directory; empty once tracked when it is the default one (job_dir())
+  // What only its journal line needs, until tracking starts: null from then on (the journal keeps it for the next
+  // agent, the tracker keeps the name and cluster hashed, the agent keeps the lease id).
+  struct LineOnly {
+    std::string lease_id, job_name, cluster;
+    WallClock::time_point submitted_at;
+  };
+  std::unique_ptr<LineOnly> line_only;
+  // Its whole journal line; only before tracking starts (line_only is set).
+  JournalEntry line() const {
+    return JournalEntry{job_id,  attempt,         line_only->lease_id, slurm_job_id, dir, line_only->submitted_at,
+                        line_only->job_name, line_only->cluster};
+  }
   JobReporter* reporter;
   AttemptDone done;                        // where its final update goes, once handed over (hand_over())
   asio::steady_timer* follow_timer = nullptr;  // follow()'s wait between output reads, while it waits
@@ -155,6 +177,7 @@ struct SlurmRunner::Attempt final : TrackedRecord {
   bool untracked = false;
   bool scancel_untracked = false;
   bool exit_record_seen = false;            // its exit record in kExitRecordDir brought a cycle forward
+  int attempt = 1;                          // its attempt number (journal line's)
 };
 
 SlurmRunner::SlurmRunner(asio::any_io_executor executor, SlurmRunnerConfig config,
@@ -233,7 +256,7 @@ void SlurmRunner::wake(Attempt& a) {
   }
   // Not before Slurm started it: a pending job has written nothing, and ten thousand of them must cost neither
   // file opens on the shared filesystem nor timer wake-ups. deliver() wakes it once Slurm runs or ends it.
-  if (!a.done || (!a.final && !tracker_.started_at(a.entry.slurm_job_id))) return;
+  if (!a.done || (!a.final && !tracker_.started_at(a.slurm_job_id))) return;
   a.following = true;
   ++following_;
   auto ended = [this, done = std::move(a.done)](std::exception_ptr e, JobUpdate u) mutable {
@@ -253,7 +276,7 @@ asio::awaitable<JobUpdate> SlurmRunner::follow(Attempt& a) {
   asio::steady_timer timer(executor_);
   for (;;) {
     // A job Slurm requeued waits here without reading its files until deliver() reports it running again.
-    const bool running = tracker_.started_at(a.entry.slurm_job_id).has_value();
+    const bool running = tracker_.started_at(a.slurm_job_id).has_value();
     if (running) co_await ship_output(a, false);
     if (a.final) break;
     boost::system::error_code ec;
@@ -290,12 +313,12 @@ asio::awaitable<std::variant<SlurmRunner::Attempt*, JobUpdate>> SlurmRunner::sta
   if (auto why = refusal(spec)) co_return std::move(*why);
 
   // The attempt holds its job's slot (and capacity) while its directory is prepared on the I/O threads.
-  JournalEntry entry{spec.job_id, spec.attempt, spec.lease_id, "", "", WallClock::now()};
-  entry.dir = default_job_dir(entry);
+  JournalEntry entry{spec.job_id, spec.attempt, spec.lease_id, "", default_job_dir(spec.job_id, spec.attempt),
+                     WallClock::now()};
   auto owned = std::make_unique<Attempt>(std::move(entry), reporter, OutputOffsets{});
   Attempt& a = *owned;
   a.time_limit = spec.timeout;
-  attempts_.emplace(a.entry.job_id, std::move(owned));
+  attempts_.emplace(a.job_id, std::move(owned));
   auto sub = co_await prepare(spec, profile, std::move(input), *options);
   if (!sub) {
     attempts_.erase(spec.job_id);
@@ -328,17 +351,15 @@ std::optional<JobUpdate> SlurmRunner::refusal(const JobSpec& spec) const {
 
 void SlurmRunner::submitted(Attempt& a, Result<Sent> sent) {
   if (!sent) return end_untracked_later(a, failed_update(sent.error().message), false);
-  // a.entry gets the id only once tracking starts: a stop() meanwhile waits for it (stop_requested). Its key in
-  // attempts_ views its job_id, so the key is set again to the new entry's.
-  auto node = attempts_.extract(a.entry.job_id);
-  a.entry = std::move(sent->entry);
-  node.key() = a.entry.job_id;
-  attempts_.insert(std::move(node));
-  const std::string& slurm_id = a.entry.slurm_job_id;
+  // `a` gets the id only once tracking starts: a stop() meanwhile waits for it (stop_requested).
+  JournalEntry& e = sent->entry;
+  a.slurm_job_id = std::move(e.slurm_job_id);
+  *a.line_only = Attempt::LineOnly{std::move(e.lease_id), std::move(e.job_name), std::move(e.cluster), e.submitted_at};
+  const std::string& slurm_id = a.slurm_job_id;
   if (const auto& j = sent->journaled; !j)
     return end_untracked_later(a, failed_update(j.error().message + "; Slurm job " + slurm_id + " cancelled", slurm_id),
                                true);
-  log_->info("job {} attempt {}: submitted as Slurm job {} ({})", a.entry.job_id, a.entry.attempt, slurm_id, a.entry.dir);
+  log_->info("job {} attempt {}: submitted as Slurm job {} ({})", a.job_id, a.attempt, slurm_id, a.dir);
   JobUpdate running;
   running.state = JobState::running;
   running.slurm_job_id = slurm_id;
@@ -355,10 +376,10 @@ void SlurmRunner::end_untracked_later(Attempt& a, JobUpdate u, bool scancel) {
 }
 
 asio::awaitable<JobUpdate> SlurmRunner::end_untracked(Attempt& a) {
-  const std::string job_id = a.entry.job_id;
-  const std::string dir = a.entry.dir;
+  const std::string job_id = a.job_id;
+  const std::string dir = a.dir;
   if (a.scancel_untracked) {
-    std::vector<std::string> ids{a.entry.slurm_job_id};
+    std::vector<std::string> ids{a.slurm_job_id};
     co_await command(cli::scancel_argv(config_.scancel, ids));
   }
   JobUpdate u = std::move(*a.final);
@@ -373,10 +394,10 @@ asio::awaitable<Result<SlurmRunner::Sent>> SlurmRunner::submit_alone(const Attem
   auto answer = co_await submit(sub, budget_spent);
   auto slurm_id = answer ? cli::parse_sbatch_output(answer->out) : Result<std::string>(answer.error());
   if (!slurm_id) co_return slurm_id.error();
-  Sent sent{a.entry, {}};
+  Sent sent{a.line(), {}};
   sent.entry.slurm_job_id = *slurm_id;
   sent.entry.submitted_at = before_sbatch;
-  sent.entry.job_name = slurm_job_name(a.entry.job_id);
+  sent.entry.job_name = slurm_job_name(a.job_id);
   sent.entry.cluster = co_await cluster_of(answer->out);
   // On disk before anyone hears of it: a restarted manager finds every job it reported.
   auto [journaled, entry] =
@@ -399,7 +420,7 @@ void SlurmRunner::wait_for_array(Attempt& a, Submission sub) {
   const std::string shape = *sub.shape;
   waiting_.emplace(ticket, std::make_unique<Waiting>(Waiting{&a, std::move(sub)}));
   if (batcher_.add(shape, ticket))
-    asio::co_spawn(executor_, submit_shape(shape), log_failure(log_, "slurm submission of " + a.entry.job_id));
+    asio::co_spawn(executor_, submit_shape(shape), log_failure(log_, "slurm submission of " + a.job_id));
 }
 
 asio::awaitable<void> SlurmRunner::submit_shape(std::string shape) {
@@ -424,12 +445,12 @@ asio::awaitable<void> SlurmRunner::submit_shape(std::string shape) {
 }
 
 asio::awaitable<void> SlurmRunner::submit_array(std::vector<Waiting*> tasks) {
-  const JournalEntry& first = tasks.front()->attempt->entry;
+  const Attempt& first = *tasks.front()->attempt;
   const std::string name = array_job_name(first.job_id, first.attempt);
   auto script = [&] {  // the copies of the directories go with this call, not with the frame
     std::vector<std::string> dirs;
     dirs.reserve(tasks.size());
-    for (const Waiting* w : tasks) dirs.push_back(w->attempt->entry.dir);
+    for (const Waiting* w : tasks) dirs.push_back(w->attempt->dir);
     return render_array_script(name, config_.launch_dir, tasks.front()->sub.shape.value_or(""), dirs);
   }();
   if (!script) {
@@ -462,7 +483,7 @@ asio::awaitable<void> SlurmRunner::submit_array(std::vector<Waiting*> tasks) {
   const std::string cluster = co_await cluster_of(answer->out);
   std::vector<JournalEntry> entries;
   for (std::size_t i = 0; i < tasks.size(); ++i) {
-    JournalEntry e = tasks[i]->attempt->entry;
+    JournalEntry e = tasks[i]->attempt->line();
     e.slurm_job_id = *base + "_" + std::to_string(i);
     e.submitted_at = before_sbatch;
     e.job_name = name;
@@ -628,28 +649,27 @@ JobUpdate SlurmRunner::end_without_tracking(const std::string& job_id, const fs:
   return u;
 }
 
-std::string SlurmRunner::default_job_dir(const JournalEntry& e) const {
-  return (config_.launch_dir / job_dir_name(e.job_id, e.attempt)).string();
+std::string SlurmRunner::default_job_dir(std::string_view job_id, int attempt) const {
+  return (config_.launch_dir / job_dir_name(job_id, attempt)).string();
 }
 
 std::string SlurmRunner::job_dir(const Attempt& a) const {
-  return a.entry.dir.empty() ? default_job_dir(a.entry) : a.entry.dir;
+  return a.dir.empty() ? default_job_dir(a.job_id, a.attempt) : a.dir;
 }
 
 void SlurmRunner::start_tracking(Attempt& a) {
-  tracker_.add({a.entry.slurm_job_id, a.entry.submitted_at, a.entry.job_name, a.entry.cluster, &a});
-  // Nothing reads them again: the tracker keeps them hashed, the journal keeps them for the next agent. An array
-  // task's job name is the array's (~45 bytes), and a manager tracks ten thousand tasks.
-  a.entry.job_name = std::string();
-  a.entry.cluster = std::string();
-  a.entry.lease_id = std::string();  // the agent keeps it; the journal has it
+  tracker_.add({a.slurm_job_id, a.line_only->submitted_at, a.line_only->job_name, a.line_only->cluster, &a});
+  // Nothing reads them again: the tracker keeps the name and cluster hashed, the agent the lease id, the journal all
+  // of them for the next agent. An array task's job name is the array's (~45 bytes), and a manager tracks ten
+  // thousand tasks.
+  a.line_only.reset();
   // Its directory is where start() made it (launch_dir / job_dir_name) unless a previous agent's journal said
   // otherwise: job_dir() derives it again when asked.
-  if (a.entry.dir == default_job_dir(a.entry)) a.entry.dir = std::string();
+  if (a.dir == default_job_dir(a.job_id, a.attempt)) a.dir = std::string();
   if (a.stop_requested) {
     auto why = *a.stop_requested;
     a.stop_requested.reset();
-    stop(a.entry.job_id, why);
+    stop(a.job_id, why);
   }
   pacer_.hurry(PacerClock::now());
   poll_timer_.cancel();  // a loop waiting for a later cycle looks at the sooner one
@@ -675,8 +695,8 @@ std::variant<SlurmRunner::Attempt*, JobUpdate> SlurmRunner::attach(JournalEntry 
   auto owned = std::make_unique<Attempt>(std::move(entry), reporter, from);
   Attempt& a = *owned;
   a.kind = Attempt::Kind::unknown;
-  attempts_.emplace(a.entry.job_id, std::move(owned));
-  log_->info("job {} attempt {}: re-attached to Slurm job {}", a.entry.job_id, a.entry.attempt, a.entry.slurm_job_id);
+  attempts_.emplace(a.job_id, std::move(owned));
+  log_->info("job {} attempt {}: re-attached to Slurm job {}", a.job_id, a.attempt, a.slurm_job_id);
   start_tracking(a);
   return &a;
 }
@@ -733,9 +753,9 @@ asio::awaitable<JobUpdate> SlurmRunner::finish_following(Attempt& a) {
     };
     result = co_await io_.run(std::move(check));
   }
-  const std::string job_id = a.entry.job_id;
-  if (!a.detached) finished_[job_id] = Finished{job_dir(a), a.entry.attempt, true};
-  tracker_.remove(a.entry.slurm_job_id);  // tracked no more already (its final report, or detach): never a dangling record
+  const std::string job_id = a.job_id;
+  if (!a.detached) finished_[job_id] = Finished{job_dir(a), a.attempt, true};
+  tracker_.remove(a.slurm_job_id);  // tracked no more already (its final report, or detach): never a dangling record
   attempts_.erase(job_id);  // destroys `a`
   co_return result;
 }
@@ -763,23 +783,23 @@ void SlurmRunner::stop(const std::string& job_id, StopReason why) {
   auto it = attempts_.find(job_id);
   if (it == attempts_.end() || it->second->final) return;
   Attempt& a = *it->second;
-  if (a.entry.slurm_job_id.empty()) {  // still preparing or in sbatch: act once the id is known
+  if (a.slurm_job_id.empty()) {  // still preparing or in sbatch: act once the id is known
     a.stop_requested = why;
     return;
   }
   if (why == StopReason::shutdown) {
-    tracker_.remove(a.entry.slurm_job_id);
+    tracker_.remove(a.slurm_job_id);
     JobUpdate u;
     u.state = JobState::running;
-    u.slurm_job_id = a.entry.slurm_job_id;
-    u.message = "manager stopping: Slurm job " + a.entry.slurm_job_id + " left running (journaled for resume)";
+    u.slurm_job_id = a.slurm_job_id;
+    u.message = "manager stopping: Slurm job " + a.slurm_job_id + " left running (journaled for resume)";
     a.final = std::make_unique<JobUpdate>(std::move(u));
     a.detached = true;
     wake(a);
     return;
   }
-  tracker_.request_cancel(a.entry.slurm_job_id, why == StopReason::lease_lost || why == StopReason::lease_expired ? CancelCause::lease_lost : CancelCause::user);
-  log_->info("job {}: cancelling Slurm job {}", job_id, a.entry.slurm_job_id);
+  tracker_.request_cancel(a.slurm_job_id, why == StopReason::lease_lost || why == StopReason::lease_expired ? CancelCause::lease_lost : CancelCause::user);
+  log_->info("job {}: cancelling Slurm job {}", job_id, a.slurm_job_id);
   request_cycle();
 }
 
@@ -857,11 +877,11 @@ asio::awaitable<bool> SlurmRunner::new_exit_records() {
   if (names.empty()) co_return false;  // the usual answer: no pass over ten thousand attempts
   bool fresh = false;
   for (auto& [job_id, a] : attempts_) {
-    if (a->entry.slurm_job_id.empty() || a->exit_record_seen) continue;
-    const std::string_view dir = a->entry.dir;
+    if (a->slurm_job_id.empty() || a->exit_record_seen) continue;
+    const std::string_view dir = a->dir;
     // The directory's name (rfind npos + 1 = 0), or of the directory job_dir() derives.
     const std::string record =
-        dir.empty() ? job_dir_name(a->entry.job_id, a->entry.attempt) : std::string(dir.substr(dir.rfind('/') + 1));
+        dir.empty() ? job_dir_name(a->job_id, a->attempt) : std::string(dir.substr(dir.rfind('/') + 1));
     if (!names.contains(record)) continue;
     a->exit_record_seen = true;
     fresh = true;
@@ -905,7 +925,7 @@ void SlurmRunner::look_again_at_recorded_ends() {
   constexpr std::chrono::milliseconds kFirstLook{1000};
   std::optional<std::chrono::milliseconds> soonest;
   for (auto& [job_id, a] : attempts_) {
-    if (!a->exit_record_seen || !tracker_.tracking(a->entry.slurm_job_id)) continue;
+    if (!a->exit_record_seen || !tracker_.tracking(a->slurm_job_id)) continue;
     auto wait = std::min<std::chrono::milliseconds>(kFirstLook * (1 << std::min(a->looks_since_exit_record++, 6)),
                                                     config_.poll_interval);
     soonest = soonest ? std::min(*soonest, wait) : wait;
@@ -918,8 +938,8 @@ std::optional<std::chrono::milliseconds> SlurmRunner::until_expected_end() const
   std::optional<std::chrono::milliseconds> soonest;
   const auto now = WallClock::now();
   for (const auto& [job_id, a] : attempts_) {
-    if (!a->time_limit || a->entry.slurm_job_id.empty()) continue;
-    auto started = tracker_.started_at(a->entry.slurm_job_id);
+    if (!a->time_limit || a->slurm_job_id.empty()) continue;
+    auto started = tracker_.started_at(a->slurm_job_id);
     if (!started) continue;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*started + *a->time_limit - now);
     left = std::max(left, std::chrono::milliseconds(0));
@@ -1034,7 +1054,7 @@ void SlurmRunner::deliver(std::vector<TrackerReport> reports) {
       if (started) wake(a);  // follow() ships its output
       continue;
     }
-    log_->info("job {}: {} ({})", a.entry.job_id, to_string(r.update.state), r.update.message);
+    log_->info("job {}: {} ({})", a.job_id, to_string(r.update.state), r.update.message);
     a.final = std::make_unique<JobUpdate>(std::move(r.update));
     wake(a);
   }

@@ -290,11 +290,11 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   std::variant<Attempt*, JobUpdate> attach(JournalEntry entry, JobReporter& reporter, OutputOffsets from);
   boost::asio::awaitable<void> ship_output(Attempt& a, bool to_end);
   JobUpdate end_without_tracking(const std::string& job_id, const std::filesystem::path& dir, JobUpdate u);
-  // Starts tracking `a` (submitted: its entry has the Slurm id), letting go of what its entry no longer needs.
+  // Starts tracking `a` (submitted: it has its Slurm id), letting go of what only its journal line needs.
   void start_tracking(Attempt& a);
-  // Where start() puts the directory of `e`'s attempt: launch_dir / job_dir_name.
-  std::string default_job_dir(const JournalEntry& e) const;
-  // The job directory of `a`: its entry's, or default_job_dir() when tracking let the entry's copy go.
+  // Where start() puts the directory of attempt `attempt` of `job_id`: launch_dir / job_dir_name.
+  std::string default_job_dir(std::string_view job_id, int attempt) const;
+  // The job directory of `a`: its own, or default_job_dir() when tracking let its copy go.
   std::string job_dir(const Attempt& a) const;
   void ensure_poll_loop();
   boost::asio::awaitable<void> poll_loop();
@@ -324,7 +324,7 @@ class SlurmRunner final : public Runner, public ResumableRunner {
   Tracker tracker_;
   std::optional<Journal> journal_;
   std::vector<JournalEntry> in_flight_;
-  // By job id: each key views its attempt's entry.job_id (a manager tracks ten thousand; no copy of each id).
+  // By job id: each key views its attempt's job_id (a manager tracks ten thousand; no copy of each id).
   std::map<std::string_view, std::unique_ptr<Attempt>> attempts_;
   std::map<std::string, Finished> finished_;                   // ended, awaiting release()
   std::size_t following_ = 0;                                  // following()
