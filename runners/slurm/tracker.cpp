@@ -77,7 +77,8 @@ bool Tracker::ours(const Job& job, std::string_view name, std::string_view clust
 std::optional<WallClock::time_point> Tracker::started_at(std::string_view slurm_id) const {
   auto it = jobs_.find(slurm_id);
   if (it == jobs_.end()) return std::nullopt;
-  return it->second.started_at;
+  if (!it->second.started_at) return std::nullopt;
+  return *it->second.started_at;
 }
 
 void Tracker::remove(std::string_view slurm_id) {

@@ -140,14 +140,29 @@ class Tracker {
 
  private:
   enum class Evidence : std::uint8_t { none, sacct_not_final, sacct_absent, sacct_unavailable, no_accounting };
+  // A moment or none in one word (none is time_point::min()), where std::optional takes two: ten thousand jobs
+  // keep two of them.
+  class MaybeTime {
+   public:
+    MaybeTime& operator=(WallClock::time_point t) {
+      t_ = t;
+      return *this;
+    }
+    explicit operator bool() const { return t_ != kNone; }
+    WallClock::time_point operator*() const { return t_; }
+
+   private:
+    static constexpr WallClock::time_point kNone = WallClock::time_point::min();
+    WallClock::time_point t_ = kNone;
+  };
   struct Job {
     WallClock::time_point submitted_at;
     // The job's name and cluster, hashed (identity_hash: 0 when not known, so not checked): ten thousand jobs keep
     // 16 bytes each instead of two strings. A row with another name of the same 64-bit hash would pass for the
     // job (odds about 2^-64, and only for a row about a recycled id); its submit time is still checked.
     std::size_t name_hash = 0, cluster_hash = 0;
-    std::optional<WallClock::time_point> started_at;  // when Slurm started it, once seen running
-    std::optional<WallClock::time_point> cancel_sent_at;
+    MaybeTime started_at;  // when Slurm started it, once seen running
+    MaybeTime cancel_sent_at;
     // The last non-final report's state and message, hashed (dedup; never 0 once set): ten thousand jobs keep
     // 8 bytes each, not a string on the heap.
     std::size_t last_report = 0;
