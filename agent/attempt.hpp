@@ -13,6 +13,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 
 #include "agent/daemon.hpp"
+#include "agent/lease_clock.hpp"
 #include "common/notifier.hpp"
 #include "agent/outbox.hpp"
 #include "protocol/protocol.hpp"
@@ -65,7 +66,7 @@ struct Attempt {
   AttemptReporter reporter;
   ShipperStarter& shipper_starter;
   boost::asio::cancellation_signal cancel_upload;  // emitted when the agent gives up delivering (exit deadline)
-  std::chrono::milliseconds lease_window{0};  // how long it may go unrenewed (LeaseClock::window of its TTL)
+  LeaseClock lease;  // D4: the agent's side of its lease, running while its run is active
   std::uint64_t offered_at_poll = 0;  // the daemon's poll count when its slot-offering final event was last sent
   // What the replies to its events handed over: jobs leased to the worker (takeNext), and whether the offered
   // slot, finding no job, was counted on the held poll instead (slot_held). Null while none (most attempts, and

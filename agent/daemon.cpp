@@ -117,7 +117,6 @@ struct Daemon::Impl final : ShipperStarter {
   std::uint64_t polls_sent = 0;                       // polls sent so far (see Attempt::offered_at_poll)
   std::uint64_t polls_made = 0;                       // poll requests made so far (see Attempt::listed_in)
   std::chrono::milliseconds poll_hold_sent{0};        // the hold of the poll in flight
-  LeaseClock leases;                                  // D4: the agent's side of each running attempt's lease
   std::chrono::milliseconds lease_ttl{90'000};        // registration's leaseTtlS
   std::map<std::string, std::chrono::milliseconds> runner_lease_ttl;  // registration's runnerLeaseTtlS
   int background = 0;
@@ -362,21 +361,26 @@ struct Daemon::Impl final : ShipperStarter {
   void renew(const std::vector<protocol::AttemptRef>& listed, Clock::time_point sent) {
     for (const auto& ref : listed)
       if (auto it = attempts.find(ref.job_id); it != attempts.end() && it->second->lease_id == ref.lease_id)
-        leases.renewed(ref.job_id, sent);
+        it->second->lease.renewed(sent);
   }
 
   // D4: stops every attempt whose lease the agent could not renew in time, before the server re-queues its job:
   // a process job is killed, a Slurm job scancelled; its final event is lost/leaseExpired, delivered when contact
   // returns (or dropped on 409 leaseLost, when the server re-queued it first).
   void expire_leases() {
-    for (const auto& id : leases.expired(Clock::now())) {
+    const auto now = Clock::now();
+    std::vector<std::string> expired;  // stopping one may end another's run: each is looked up again
+    for (const auto& [id, a] : attempts)
+      if (a->lease.expired(now)) expired.emplace_back(id);
+    for (const auto& id : expired) {
       auto it = attempts.find(id);
       if (it == attempts.end()) continue;
       Attempt& a = *it->second;
+      a.lease.stop();  // expires once
       if (!a.run_active || a.stopped()) continue;
       log->warn("job {}: lease {} not renewed for {} s (the control plane cannot be reached); stopping attempt {} "
                 "before the control plane re-queues the job",
-                id, a.lease_id, std::chrono::duration_cast<std::chrono::seconds>(a.lease_window).count(), a.number);
+                id, a.lease_id, std::chrono::duration_cast<std::chrono::seconds>(a.lease.window()).count(), a.number);
       a.lease_expired = true;
       a.given_up = true;
       if (a.stops_with_agent())
@@ -397,8 +401,7 @@ struct Daemon::Impl final : ShipperStarter {
       a->adopted_pending = false;
       if (auto it = last_seq.find(a->lease_id); it != last_seq.end()) a->outbox.continue_after(it->second);
       a->run_active = true;
-      a->lease_window = LeaseClock::window(ttl_for(a->runner_name, std::nullopt));
-      leases.track(a->job_id, ttl_for(a->runner_name, std::nullopt), Clock::now());
+      a->lease.start(ttl_for(a->runner_name, std::nullopt), Clock::now());
       log->info("job {}: resuming attempt {} left running by a previous run", a->job_id, a->number);
       start_run(a);  // its delivery starts with its first update
     }
@@ -433,7 +436,23 @@ struct Daemon::Impl final : ShipperStarter {
   // The reply to poll `serial`, sent at `sent`, renewed the lease of every attempt that poll listed.
   void renew_listed_in(std::uint64_t serial, Clock::time_point sent) {
     for (const auto& [id, a] : attempts)
-      if (a->listed_in.contains(serial)) leases.renewed(a->job_id, sent);
+      if (a->listed_in.contains(serial)) a->lease.renewed(sent);
+  }
+
+  // When the first running lease clock expires (expire_leases() has work), or nullopt when none runs.
+  std::optional<Clock::time_point> next_lease_expiry() const {
+    std::optional<Clock::time_point> next;
+    for (const auto& [id, a] : attempts)
+      if (auto e = a->lease.expiry(); e && (!next || *e < *next)) next = e;
+    return next;
+  }
+
+  // The shortest window among the running lease clocks (a held poll must end well within it), or nullopt.
+  std::optional<std::chrono::milliseconds> shortest_lease_window() const {
+    std::optional<std::chrono::milliseconds> shortest;
+    for (const auto& [id, a] : attempts)
+      if (a->lease.running() && (!shortest || a->lease.window() < *shortest)) shortest = a->lease.window();
+    return shortest;
   }
 
   // How long a poll may be held so that the leases in hand are renewed in time. D4: a held poll ends within a
@@ -441,7 +460,7 @@ struct Daemon::Impl final : ShipperStarter {
   // one and the next, whose reply renews from this one's end) must fit in the window with room to spare.
   std::chrono::milliseconds hold_for_leases() const {
     auto hold = poll_hold;
-    if (auto w = leases.shortest_window())
+    if (auto w = shortest_lease_window())
       hold = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(100), std::min(hold, *w / 3));
     return hold;
   }
@@ -602,8 +621,7 @@ struct Daemon::Impl final : ShipperStarter {
     } else {
       raw->run_active = true;
       const auto ttl = ttl_for(job.runner, job.lease_ttl_s);
-      raw->lease_window = LeaseClock::window(ttl);
-      leases.track(raw->job_id, ttl, Clock::now());
+      raw->lease.start(ttl, Clock::now());
       start_run(raw);
     }
     state_changed.notify();
@@ -670,7 +688,7 @@ struct Daemon::Impl final : ShipperStarter {
   // for the agent's own stop signal (await_own_stop_signal), in a coroutine of its own.
   void attempt_ended(Attempt* a, JobUpdate final_update) {
     a->run_active = false;
-    leases.forget(a->job_id);
+    a->lease.stop();
     if (!a->stopped() && a->stops_with_agent() && final_update.signal && !a->stopped_for_exit &&
         !lifecycle.worker_going_away() && settings.allocation) {
       spawn(settle_after_own_stop_signal(a, std::move(final_update)), "job " + a->job_id);
@@ -696,7 +714,7 @@ struct Daemon::Impl final : ShipperStarter {
         final_update.state = JobState::lost;
         final_update.reason = runners::LostReason::lease_expired;
         final_update.message = "the worker could not renew the lease for " +
-                               std::to_string(std::chrono::duration_cast<std::chrono::seconds>(a->lease_window).count()) +
+                               std::to_string(std::chrono::duration_cast<std::chrono::seconds>(a->lease.window()).count()) +
                                " s and stopped the attempt (" + final_update.message + ")";
       } else {
         classify_worker_stopping(*a, final_update);
@@ -738,7 +756,6 @@ struct Daemon::Impl final : ShipperStarter {
     if (a->run_active || a->shipper_active) return;
     if (a->runner && !a->detached) a->runner->release(a->job_id);
     std::string id = a->job_id;
-    leases.forget(id);
     attempts.erase(id);
     state_changed.notify();
     write_status(/*paced=*/true);
@@ -802,7 +819,7 @@ struct Daemon::Impl final : ShipperStarter {
       apply_tick();
       if (exiting) break;
       auto next = lifecycle.next_deadline();
-      if (auto e = leases.next_expiry(); e && (!next || *e < *next)) next = e;
+      if (auto e = next_lease_expiry(); e && (!next || *e < *next)) next = e;
       co_await state_changed.wait(next);
     }
   }

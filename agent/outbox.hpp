@@ -1,6 +1,7 @@
 #pragma once
 // What one attempt still owes the control plane: its events and its log bytes, kept until acknowledged.
 // Sans-io: the agent's shipper coroutine asks next_upload(), performs it, and reports the outcome.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <list>
@@ -40,7 +41,8 @@ class AttemptOutbox {
   // event only, saving the control plane a request and a commit per short job.
   explicit AttemptOutbox(std::size_t max_chunk = 1 << 20,
                          std::chrono::milliseconds progress_hold = std::chrono::milliseconds(0))
-      : max_chunk_(max_chunk), progress_hold_(progress_hold) {}
+      : max_chunk_(static_cast<std::uint32_t>(std::min<std::size_t>(max_chunk, UINT32_MAX))),
+        progress_hold_(std::min<std::chrono::milliseconds>(progress_hold, std::chrono::milliseconds(UINT32_MAX))) {}
 
   // Queues a state change at wall time `at` (steady time `now`); assigns and returns its seq. A final event
   // replaces the progress events still held back (never offered, within their hold, no log bytes queued): it
@@ -108,8 +110,9 @@ class AttemptOutbox {
 
   bool holding(SteadyTime now) const;
 
-  std::size_t max_chunk_;
-  std::chrono::milliseconds progress_hold_;
+  // Both 32 bits wide (up to 4 GiB, 49 days; clamped): a manager keeps ten thousand outboxes.
+  std::uint32_t max_chunk_;
+  std::chrono::duration<std::uint32_t, std::milli> progress_hold_;
   std::list<OutboxEvent> events_;  // a list for the reason StreamBuffer's chunks are one
   std::unique_ptr<Streams> streams_;
   std::int64_t next_seq_ = 1;
