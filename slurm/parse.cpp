@@ -97,21 +97,21 @@ Result<std::vector<SqueueRow>> parse_squeue(std::string_view out) {
 
 Result<std::vector<SqueueJob>> parse_squeue_jobs(std::string_view out) {
   std::vector<SqueueJob> rows;
-  for (auto line : lines_of(out)) {
+  const auto lines = lines_of(out);
+  rows.reserve(lines.size());  // at its size: a doubling vector of ten thousand rows would hold two at once
+  for (auto line : lines) {
     auto f = split_fields(line, 8);
     if (f.size() != 8 || !is_job_id(trim(f[0])) || trim(f[1]).empty())
       return fail("cannot read squeue line " + printable(line) +
                   " (expected id|state|reason|exit_code|submit|start|cluster|name)");
-    SqueueJob row;
-    row.job_id = std::string(trim(f[0]));
-    row.state = std::string(trim(f[1]));
-    row.reason = std::string(trim(f[2]));
-    row.wait_status = to_int(trim(f[3]));
-    row.submit_time = to_epoch(trim(f[4]));
-    row.start_time = to_epoch(trim(f[5]));
-    row.cluster = std::string(trim(f[6]));
-    row.name = std::string(f[7]);
-    rows.push_back(std::move(row));
+    rows.push_back(SqueueJob{.job_id = trim(f[0]),
+                             .state = trim(f[1]),
+                             .reason = trim(f[2]),
+                             .wait_status = to_int(trim(f[3])),
+                             .submit_time = to_epoch(trim(f[4])),
+                             .start_time = to_epoch(trim(f[5])),
+                             .cluster = trim(f[6]),
+                             .name = f[7]});
   }
   return rows;
 }

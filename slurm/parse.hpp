@@ -41,16 +41,17 @@ inline constexpr std::string_view kSqueueFormat = "%i|%T|%r";
 Result<std::vector<SqueueRow>> parse_squeue(std::string_view out);
 
 // One line of squeue in kSqueueJobFormat, as the Slurm runner's tracking reads it (squeue_jobs_argv): final
-// states included (`-t all`), and what identifies a job besides its id.
+// states included (`-t all`), and what identifies a job besides its id. Its text fields view the squeue output
+// it was parsed from, which must outlive it: a cycle over ten thousand jobs copies none of them.
 struct SqueueJob {
-  std::string job_id;
-  std::string state;                  // e.g. PENDING, RUNNING, COMPLETING, COMPLETED, FAILED
-  std::string reason;                 // e.g. Resources, None
+  std::string_view job_id;
+  std::string_view state;             // e.g. PENDING, RUNNING, COMPLETING, COMPLETED, FAILED
+  std::string_view reason;            // e.g. Resources, None
   std::optional<int> wait_status;     // exit_code: the raw wait status (exit 3 → 768, SIGTERM → 15)
   std::optional<std::int64_t> submit_time;  // seconds since the epoch (SLURM_TIME_FORMAT=%s), if printed
   std::optional<std::int64_t> start_time;   // actual start (running or ended), expected one (pending), if any
-  std::string cluster;                // "" when not printed
-  std::string name;                   // the job name (last field: it may contain '|')
+  std::string_view cluster;           // "" when not printed
+  std::string_view name;              // the job name (last field: it may contain '|')
 };
 
 // The squeue -O field list parse_squeue_jobs reads. Times are epoch seconds when squeue runs with
@@ -61,8 +62,8 @@ inline constexpr std::string_view kSqueueJobFormat =
 // The value of SLURM_TIME_FORMAT under which squeue and sacct print times as epoch seconds.
 inline constexpr std::string_view kEpochTimeFormat = "%s";
 
-// Parses squeue's output in kSqueueJobFormat. Blank lines are skipped. A line with fewer than eight fields,
-// or without an id (is_job_id) or a state, is an Error quoting it.
+// Parses squeue's output in kSqueueJobFormat; the rows view `out`. Blank lines are skipped. A line with fewer
+// than eight fields, or without an id (is_job_id) or a state, is an Error quoting it.
 Result<std::vector<SqueueJob>> parse_squeue_jobs(std::string_view out);
 
 // The exit code and signal of a raw wait status: {status >> 8, 0} for an exit, {0, signal} for a signal death.

@@ -188,8 +188,9 @@ TrackerAction Tracker::on_squeue(const Result<CommandResult>& r, TrackerAction a
   } else {
     rows = std::move(*parsed);
   }
-  // queried_ is in jobs_' order, sorted: binary searches keep a cycle O(N log N) at 10 000 jobs.
-  std::vector<std::string> shown;
+  // queried_ is in jobs_' order, sorted: binary searches keep a cycle O(N log N) at 10 000 jobs. The rows and
+  // `shown` view r->out.
+  std::vector<std::string_view> shown;
   for (const auto& row : rows) {
     if (!std::binary_search(queried_.begin(), queried_.end(), row.job_id)) continue;
     auto it = jobs_.find(row.job_id);
@@ -204,7 +205,8 @@ TrackerAction Tracker::on_squeue(const Result<CommandResult>& r, TrackerAction a
       // squeue's word counts (on a cluster without accounting it is the only one): the job has ended.
       auto [code, sig] = decode_wait_status(row.wait_status.value_or(0));
       shown.push_back(row.job_id);
-      finish(row.job_id, final_from_state(row.job_id, it->second, row.state, row.state, code, sig), a);
+      const std::string id(row.job_id), state(row.state);
+      finish(id, final_from_state(id, it->second, state, state, code, sig), a);
     }
     // Anything else (an unknown state, a final one without an exit code) is left to sacct and the exit file.
   }
@@ -228,14 +230,14 @@ void Tracker::report_active(const SqueueJob& row, TrackerAction& a, WallClock::t
       if (start < now) job.started_at = start;
     }
   }
-  std::string message = slurm_job_label(row.job_id) + " is " + row.state;
-  if (pending && !row.reason.empty() && row.reason != "None") message += " (" + row.reason + ")";
+  std::string message = slurm_job_label(row.job_id) + " is " + std::string(row.state);
+  if (pending && !row.reason.empty() && row.reason != "None") message += " (" + std::string(row.reason) + ")";
   std::size_t key = std::hash<std::string>{}((pending ? "p:" : "r:") + message) | 1;
   if (row.state == "COMPLETING") key = job.last_report;  // a phase of running, not worth an update
   if (key == job.last_report) return;
   job.last_report = key;
-  a.reports.push_back(
-      {row.job_id, update_for(pending ? JobState::pending : JobState::running, row.job_id, message), job.record});
+  const std::string id(row.job_id);
+  a.reports.push_back({id, update_for(pending ? JobState::pending : JobState::running, id, message), job.record});
 }
 
 TrackerAction Tracker::after_squeue(TrackerAction a) {
