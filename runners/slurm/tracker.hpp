@@ -172,6 +172,8 @@ class Tracker {
     std::optional<CancelCause> cancel;
     bool cancel_resend = false;     // still active in squeue after a scancel: send it again
   };
+  // Ten thousand of them are tracked: eight words each (64 B on x86-64), kept so.
+  static_assert(sizeof(Job) <= 8 * sizeof(void*));
   enum class Stage { idle, scancel, squeue, sacct, exit_files };
 
   TrackerAction start_cycle(WallClock::time_point now);

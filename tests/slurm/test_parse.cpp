@@ -94,6 +94,26 @@ TEST(ParseSqueueJobs, ArrayTasksKeepTheirOwnIds) {
   EXPECT_EQ((*r)[2].job_id, "1");
 }
 
+TEST(ParseSqueueJobs, RowsViewTheOutputAndAreHeldAtTheirCount) {
+  // A cycle at ten thousand jobs must not copy each row's text nor hold a doubled vector.
+  const std::string out = "7|RUNNING|None|0|1796102661|1796102662|nymphlab|a-long-job-name-past-the-sso\n"
+                          "8|PENDING|Resources|0|1796102661|N/A|nymphlab|b\n"
+                          "9|PENDING|Priority|0|1796102661|N/A|nymphlab|c\n";
+  auto r = parse_squeue_jobs(out);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_EQ(r->capacity(), 3u);
+  const auto within_out = [&](std::string_view v) {
+    return v.data() >= out.data() && v.data() + v.size() <= out.data() + out.size();
+  };
+  for (const auto& row : *r) {
+    EXPECT_TRUE(within_out(row.job_id) && within_out(row.state) && within_out(row.reason) &&
+                within_out(row.cluster) && within_out(row.name))
+        << row.job_id;
+  }
+  EXPECT_EQ((*r)[0].name, "a-long-job-name-past-the-sso");
+}
+
 TEST(ParseSqueueJobs, RowsAsCapturedOnTheLab) {
   // squeue -t all -O kSqueueJobFormat with SLURM_TIME_FORMAT=%s on Slurm 22.05 (a name may contain '|').
   auto r = parse_squeue_jobs("24|PENDING|JobHeldUser|0|1796102661|N/A|nymphlab|slurmhelper-held\n"
