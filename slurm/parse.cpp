@@ -1,7 +1,9 @@
 #include "slurm/parse.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
+#include <functional>
 #include <map>
 
 #include "slurm/text.hpp"
@@ -35,16 +37,26 @@ std::optional<std::int64_t> to_epoch(std::string_view s) {
   return v;
 }
 
-// The fields of `line` split at '|', the last one taking the rest of the line (it may contain '|').
-std::vector<std::string_view> split_fields(std::string_view line, std::size_t count) {
-  std::vector<std::string_view> f;
-  while (f.size() + 1 < count) {
+// Up to N fields of a line, without the heap (a cycle splits ten thousand lines).
+template <std::size_t N>
+struct Fields {
+  std::array<std::string_view, N> field{};
+  std::size_t count = 0;
+  std::size_t size() const { return count; }
+  std::string_view operator[](std::size_t i) const { return field.at(i); }
+};
+
+// The fields of `line` split at '|', at most N, the last one taking the rest of the line (it may contain '|').
+template <std::size_t N>
+Fields<N> split_fields(std::string_view line) {
+  Fields<N> f;
+  while (f.count + 1 < N) {
     auto bar = line.find('|');
     if (bar == std::string_view::npos) break;
-    f.push_back(line.substr(0, bar));
+    f.field[f.count++] = line.substr(0, bar);
     line.remove_prefix(bar + 1);
   }
-  f.push_back(line);
+  f.field[f.count++] = line;
   return f;
 }
 
@@ -95,24 +107,73 @@ Result<std::vector<SqueueRow>> parse_squeue(std::string_view out) {
   return rows;
 }
 
-Result<std::vector<SqueueJob>> parse_squeue_jobs(std::string_view out) {
-  std::vector<SqueueJob> rows;
-  const auto lines = lines_of(out);
-  rows.reserve(lines.size());  // at its size: a doubling vector of ten thousand rows would hold two at once
-  for (auto line : lines) {
-    auto f = split_fields(line, 8);
-    if (f.size() != 8 || !is_job_id(trim(f[0])) || trim(f[1]).empty())
-      return fail("cannot read squeue line " + printable(line) +
-                  " (expected id|state|reason|exit_code|submit|start|cluster|name)");
-    rows.push_back(SqueueJob{.job_id = trim(f[0]),
-                             .state = trim(f[1]),
-                             .reason = trim(f[2]),
-                             .wait_status = to_int(trim(f[3])),
-                             .submit_time = to_epoch(trim(f[4])),
-                             .start_time = to_epoch(trim(f[5])),
-                             .cluster = trim(f[6]),
-                             .name = f[7]});
+namespace {
+
+// Calls on_line with each non-blank line of `text`, trimmed, in order, until it returns false; holds no list.
+template <class OnLine>
+void each_line(std::string_view text, OnLine&& on_line) {
+  while (!text.empty()) {
+    auto nl = text.find('\n');
+    auto line = trim(text.substr(0, nl));
+    if (!line.empty() && !on_line(line)) return;
+    if (nl == std::string_view::npos) return;
+    text.remove_prefix(nl + 1);
   }
+}
+
+// `line` as a row in kSqueueJobFormat, or nullopt when it is not one.
+std::optional<SqueueJob> squeue_job_of(std::string_view line) {
+  auto f = split_fields<8>(line);
+  if (f.size() != 8 || !is_job_id(trim(f[0])) || trim(f[1]).empty()) return std::nullopt;
+  return SqueueJob{.job_id = trim(f[0]),
+                   .state = trim(f[1]),
+                   .reason = trim(f[2]),
+                   .wait_status = to_int(trim(f[3])),
+                   .submit_time = to_epoch(trim(f[4])),
+                   .start_time = to_epoch(trim(f[5])),
+                   .cluster = trim(f[6]),
+                   .name = f[7]};
+}
+
+// How many rows `out` holds, or the Error quoting its first line that is not one.
+Result<std::size_t> count_squeue_jobs(std::string_view out) {
+  std::size_t rows = 0;
+  std::optional<std::string_view> bad;
+  each_line(out, [&](std::string_view line) {
+    if (!squeue_job_of(line)) {
+      bad = line;
+      return false;
+    }
+    ++rows;
+    return true;
+  });
+  if (bad)
+    return fail("cannot read squeue line " + printable(*bad) +
+                " (expected id|state|reason|exit_code|submit|start|cluster|name)");
+  return rows;
+}
+
+}  // namespace
+
+Result<std::size_t> for_each_squeue_job(std::string_view out, const std::function<void(const SqueueJob&)>& on_row) {
+  auto rows = count_squeue_jobs(out);
+  if (!rows) return rows.error();
+  each_line(out, [&](std::string_view line) {
+    on_row(*squeue_job_of(line));
+    return true;
+  });
+  return *rows;
+}
+
+Result<std::vector<SqueueJob>> parse_squeue_jobs(std::string_view out) {
+  auto count = count_squeue_jobs(out);
+  if (!count) return count.error();
+  std::vector<SqueueJob> rows;
+  rows.reserve(*count);  // at its size: a doubling vector of ten thousand rows would hold two at once
+  each_line(out, [&](std::string_view line) {
+    rows.push_back(*squeue_job_of(line));
+    return true;
+  });
   return rows;
 }
 
@@ -124,7 +185,7 @@ std::pair<int, int> decode_wait_status(int status) {
 Result<std::vector<SacctJob>> parse_sacct_jobs(std::string_view out) {
   std::vector<SacctJob> rows;
   for (auto line : lines_of(out)) {
-    auto f = split_fields(line, 6);
+    auto f = split_fields<6>(line);
     if (f.size() != 6 || !is_job_id(f[0]) || f[1].empty())
       return fail("cannot read sacct line " + printable(line) + " (expected JobID|State|ExitCode|Submit|Cluster|JobName)");
     if (f[0].find('.') != std::string_view::npos) continue;

@@ -2,6 +2,7 @@
 // Parsers for what sbatch, squeue, sacct and sacctmgr print (the command lines are in slurm/commands.hpp), and
 // the meaning of Slurm job states.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <string>
@@ -65,6 +66,11 @@ inline constexpr std::string_view kEpochTimeFormat = "%s";
 // Parses squeue's output in kSqueueJobFormat; the rows view `out`. Blank lines are skipped. A line with fewer
 // than eight fields, or without an id (is_job_id) or a state, is an Error quoting it.
 Result<std::vector<SqueueJob>> parse_squeue_jobs(std::string_view out);
+
+// Reads squeue's output as parse_squeue_jobs does, but calls `on_row` with each row in turn instead of holding
+// them all (a cycle over ten thousand jobs then holds one row at a time). Every line is checked first: when one
+// cannot be read, `on_row` is never called and the Error is parse_squeue_jobs'. Returns the number of rows.
+Result<std::size_t> for_each_squeue_job(std::string_view out, const std::function<void(const SqueueJob&)>& on_row);
 
 // The exit code and signal of a raw wait status: {status >> 8, 0} for an exit, {0, signal} for a signal death.
 std::pair<int, int> decode_wait_status(int status);

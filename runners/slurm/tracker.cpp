@@ -14,7 +14,7 @@ namespace {
 
 using nymph::slurm::decode_wait_status;
 using nymph::slurm::parse_sacct_jobs;
-using nymph::slurm::parse_squeue_jobs;
+using nymph::slurm::for_each_squeue_job;
 using nymph::slurm::SacctJob;
 using nymph::slurm::SqueueJob;
 using nymph::slurm::phase_of;
@@ -176,44 +176,47 @@ TrackerAction Tracker::query_squeue(TrackerAction a) {
 }
 
 TrackerAction Tracker::on_squeue(const Result<CommandResult>& r, TrackerAction a) {
-  std::vector<SqueueJob> rows;
+  std::string_view out;  // what squeue showed; nothing when it only refused a purged id
   if (r && r->exit_code != 0 && squeue_says_invalid_job(r->err)) {
     // A single purged id makes squeue fail; for us it just means "not shown".
   } else if (!r || r->exit_code != 0) {
     a.warnings.push_back("squeue failed (" + describe_failure(r) + "); retrying next cycle");
     return finish_cycle(std::move(a));
-  } else if (auto parsed = parse_squeue_jobs(r->out); !parsed) {
-    a.warnings.push_back(parsed.error().message + "; retrying next cycle");
-    return finish_cycle(std::move(a));
   } else {
-    rows = std::move(*parsed);
+    out = r->out;
   }
-  // queried_ is in jobs_' order, sorted: binary searches keep a cycle O(N log N) at 10 000 jobs. The rows and
-  // `shown` view r->out.
+  // One row at a time (ten thousand held at once cost more than the rest of a cycle); the rows and `shown` view
+  // r->out. queried_ is in jobs_' order, sorted: binary searches keep a cycle O(N log N) at 10 000 jobs.
   std::vector<std::string_view> shown;
-  for (const auto& row : rows) {
-    if (!std::binary_search(queried_.begin(), queried_.end(), row.job_id)) continue;
-    auto it = jobs_.find(row.job_id);
-    if (it == jobs_.end()) continue;
-    // Another job under a recycled id is not ours: for us ours is then "not shown".
-    if (!ours(it->second, row.name, row.cluster, row.submit_time)) continue;
-    auto phase = phase_of(row.state);
-    if (phase == SlurmPhase::pending || phase == SlurmPhase::running) {
-      shown.push_back(row.job_id);
-      report_active(row, a, now_);
-    } else if (phase == SlurmPhase::finished && (row.wait_status || row.state == "COMPLETED")) {
-      // squeue's word counts (on a cluster without accounting it is the only one): the job has ended.
-      auto [code, sig] = decode_wait_status(row.wait_status.value_or(0));
-      shown.push_back(row.job_id);
-      const std::string id(row.job_id), state(row.state);
-      finish(id, final_from_state(id, it->second, state, state, code, sig), a);
-    }
-    // Anything else (an unknown state, a final one without an exit code) is left to sacct and the exit file.
+  shown.reserve(queried_.size());
+  if (auto read = for_each_squeue_job(out, [&](const SqueueJob& row) { on_squeue_row(row, shown, a); }); !read) {
+    a.warnings.push_back(read.error().message + "; retrying next cycle");
+    return finish_cycle(std::move(a));
   }
   std::sort(shown.begin(), shown.end());
   for (const auto& id : queried_)
     if (tracking(id) && !std::binary_search(shown.begin(), shown.end(), id)) missing_.push_back(id);
   return after_squeue(std::move(a));
+}
+
+void Tracker::on_squeue_row(const SqueueJob& row, std::vector<std::string_view>& shown, TrackerAction& a) {
+  if (!std::binary_search(queried_.begin(), queried_.end(), row.job_id)) return;
+  auto it = jobs_.find(row.job_id);
+  if (it == jobs_.end()) return;
+  // Another job under a recycled id is not ours: for us ours is then "not shown".
+  if (!ours(it->second, row.name, row.cluster, row.submit_time)) return;
+  auto phase = phase_of(row.state);
+  if (phase == SlurmPhase::pending || phase == SlurmPhase::running) {
+    shown.push_back(row.job_id);
+    report_active(row, a, now_);
+  } else if (phase == SlurmPhase::finished && (row.wait_status || row.state == "COMPLETED")) {
+    // squeue's word counts (on a cluster without accounting it is the only one): the job has ended.
+    auto [code, sig] = decode_wait_status(row.wait_status.value_or(0));
+    shown.push_back(row.job_id);
+    const std::string id(row.job_id), state(row.state);
+    finish(id, final_from_state(id, it->second, state, state, code, sig), a);
+  }
+  // Anything else (an unknown state, a final one without an exit code) is left to sacct and the exit file.
 }
 
 void Tracker::report_active(const SqueueJob& row, TrackerAction& a, WallClock::time_point now) {

@@ -183,6 +183,9 @@ class Tracker {
   TrackerAction on_sacct(const Result<CommandResult>& r, TrackerAction a);
   TrackerAction on_exit_files(const tracker_event::ExitFilesRead& ev, TrackerAction a);
   TrackerAction finish_cycle(TrackerAction a);
+  // One row of this cycle's squeue: a job of ours that it shows active or ended is added to `shown` (a view of the
+  // row's id) and reported or finished in `a`.
+  void on_squeue_row(const nymph::slurm::SqueueJob& row, std::vector<std::string_view>& shown, TrackerAction& a);
   void report_active(const nymph::slurm::SqueueJob& row, TrackerAction& a, WallClock::time_point now);
   void finish(const std::string& id, JobUpdate u, TrackerAction& a);
   bool ours(const Job& job, std::string_view name, std::string_view cluster, std::optional<std::int64_t> submit) const;

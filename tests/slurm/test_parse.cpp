@@ -114,6 +114,22 @@ TEST(ParseSqueueJobs, RowsViewTheOutputAndAreHeldAtTheirCount) {
   EXPECT_EQ((*r)[0].name, "a-long-job-name-past-the-sso");
 }
 
+TEST(ParseSqueueJobs, EachRowInTurnAndNoneWhenALineCannotBeRead) {
+  std::vector<std::string> ids;
+  auto count = for_each_squeue_job("7|RUNNING|None|0|1|1|c|a\n\n8|PENDING|Resources|0|1|N/A|c|b\n",
+                                   [&](const SqueueJob& row) { ids.emplace_back(row.job_id); });
+  ASSERT_TRUE(count) << count.error().message;
+  EXPECT_EQ(*count, 2u);
+  EXPECT_EQ(ids, (std::vector<std::string>{"7", "8"}));
+  // A bad last line (as a cut answer would end) acts on none of the good ones before it.
+  ids.clear();
+  auto bad = for_each_squeue_job("7|RUNNING|None|0|1|1|c|a\n8|PENDING|Reso",
+                                 [&](const SqueueJob& row) { ids.emplace_back(row.job_id); });
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message, parse_squeue_jobs("7|RUNNING|None|0|1|1|c|a\n8|PENDING|Reso").error().message);
+  EXPECT_TRUE(ids.empty());
+}
+
 TEST(ParseSqueueJobs, RowsAsCapturedOnTheLab) {
   // squeue -t all -O kSqueueJobFormat with SLURM_TIME_FORMAT=%s on Slurm 22.05 (a name may contain '|').
   auto r = parse_squeue_jobs("24|PENDING|JobHeldUser|0|1796102661|N/A|nymphlab|slurmhelper-held\n"
