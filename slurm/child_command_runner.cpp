@@ -10,7 +10,11 @@ boost::asio::awaitable<Result<CommandResult>> ChildCommandRunner::run(std::vecto
   // defaulted CommandOptions argument of run_command twice (ASan bad-free) when it is left out.
   Environment environment = env ? std::move(*env) : platform::current_environment();
   platform::CommandOptions options;
+  options.max_output = max_output_;
   auto r = co_await platform::run_command(std::move(argv), std::move(environment), timeout, options);
+  if (r && r->out_truncated && !r->timed_out)
+    co_return fail(program + " printed more than " + std::to_string(max_output_) +
+                   " bytes; its output is not read (cut, it could be read wrong)");
   co_return platform::timeout_as_error(std::move(r), program, timeout);
 }
 
