@@ -9,8 +9,8 @@ namespace nymph::slurm {
 
 class ChildCommandRunner final : public CommandRunner {
  public:
-  // The most a command's standard output may hold by default: 64 MiB, a tracking squeue's lines for about half a
-  // million jobs (about 80 bytes each in kSqueueJobFormat).
+  // The most a command's standard output may hold by default: 64 MiB, a tracking squeue's lines for about 650 000
+  // jobs (about 100 bytes each in kSqueueJobFormat: 991 058 bytes for 10 000 array tasks on the lab).
   static constexpr std::size_t kDefaultMaxOutput = std::size_t{64} << 20;
 
   // Keeps at most `max_output` bytes of each of a command's streams.

@@ -39,11 +39,11 @@ TEST(ChildCommandRunner, AnOutputPastTheBoundIsAnErrorNotACutAnswer) {
 }
 
 TEST(ChildCommandRunner, TheDefaultBoundHoldsATrackingSqueueAtFiftyThousandJobs) {
-  // About 80 bytes a line in kSqueueJobFormat; the bound before this was 1 MiB (about 13 000 jobs).
+  // About 100 bytes a line in kSqueueJobFormat; the bound before this was 1 MiB (about 10 500 jobs).
   ChildCommandRunner runner;
-  auto r = zeros(runner, 50'000 * 80);
+  auto r = zeros(runner, 50'000 * 100);
   ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(r->out.size(), 50'000u * 80);
+  EXPECT_EQ(r->out.size(), 50'000u * 100);
 }
 
 }  // namespace
