@@ -11,15 +11,25 @@
 namespace nymph::slurm {
 namespace {
 
-std::vector<std::string_view> lines_of(std::string_view text) {
-  std::vector<std::string_view> lines;
+// Calls on_line with each non-blank line of `text`, trimmed, in order, until it returns false; holds no list.
+template <class OnLine>
+void each_line(std::string_view text, OnLine&& on_line) {
   while (!text.empty()) {
     auto nl = text.find('\n');
     auto line = trim(text.substr(0, nl));
-    if (!line.empty()) lines.push_back(line);
-    if (nl == std::string_view::npos) break;
+    if (!line.empty() && !on_line(line)) return;
+    if (nl == std::string_view::npos) return;
     text.remove_prefix(nl + 1);
   }
+}
+
+// The non-blank lines of `text`, trimmed.
+std::vector<std::string_view> lines_of(std::string_view text) {
+  std::vector<std::string_view> lines;
+  each_line(text, [&](std::string_view line) {
+    lines.push_back(line);
+    return true;
+  });
   return lines;
 }
 
@@ -108,18 +118,6 @@ Result<std::vector<SqueueRow>> parse_squeue(std::string_view out) {
 }
 
 namespace {
-
-// Calls on_line with each non-blank line of `text`, trimmed, in order, until it returns false; holds no list.
-template <class OnLine>
-void each_line(std::string_view text, OnLine&& on_line) {
-  while (!text.empty()) {
-    auto nl = text.find('\n');
-    auto line = trim(text.substr(0, nl));
-    if (!line.empty() && !on_line(line)) return;
-    if (nl == std::string_view::npos) return;
-    text.remove_prefix(nl + 1);
-  }
-}
 
 // `line` as a row in kSqueueJobFormat, or nullopt when it is not one.
 std::optional<SqueueJob> squeue_job_of(std::string_view line) {
