@@ -48,16 +48,12 @@ class HttpControlPlane final : public ControlPlane {
     co_return reply;
   }
 
-  asio::awaitable<CallResult<protocol::PollResponse>> poll(std::string worker_id, protocol::PollRequest r,
+  asio::awaitable<CallResult<protocol::PollResponse>> poll(std::string worker_id, std::string request,
                                                            std::chrono::milliseconds hold) override {
-    // The request is released once it is text: a manager's poll lists every attempt it holds (ten thousand), and
-    // the reply may take the whole hold.
-    std::string body = protocol::to_json_text(r);
-    r = {};
-    body.shrink_to_fit();  // held for the whole hold: not the serializer's doubled capacity
     // The reply may take the whole hold; allow some slack for the network on top.
-    co_return co_await call<protocol::PollResponse>(http::Method::post, protocol::poll_path(worker_id), std::move(body),
-                                                    hold + std::chrono::seconds(15), "poll", worker_credential(), false);
+    co_return co_await call<protocol::PollResponse>(http::Method::post, protocol::poll_path(worker_id),
+                                                    std::move(request), hold + std::chrono::seconds(15), "poll",
+                                                    worker_credential(), false);
   }
 
   asio::awaitable<CallResult<protocol::EventResponse>> send_event(std::string job_id, protocol::EventRequest e) override {

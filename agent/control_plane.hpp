@@ -51,7 +51,9 @@ class ControlPlane {
   // the worker's other calls from then on; it is kept in memory only, never logged.
   virtual boost::asio::awaitable<CallResult<protocol::RegisterResponse>> register_worker(protocol::RegisterRequest r) = 0;
   // POST /v1/workers/{id}/poll, held by the server for up to `hold`. Cancellable (terminal cancellation).
-  virtual boost::asio::awaitable<CallResult<protocol::PollResponse>> poll(std::string worker_id, protocol::PollRequest r,
+  // `request` is a PollRequest's JSON text (protocol::poll_request_text): a manager's poll lists every attempt it
+  // holds, and is written as text straight from them.
+  virtual boost::asio::awaitable<CallResult<protocol::PollResponse>> poll(std::string worker_id, std::string request,
                                                                           std::chrono::milliseconds hold) = 0;
   // POST /v1/jobs/{id}/events.
   virtual boost::asio::awaitable<CallResult<protocol::EventResponse>> send_event(std::string job_id,

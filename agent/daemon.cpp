@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <deque>
+#include <map>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -20,6 +21,7 @@
 #include "agent/slot_offer.hpp"
 #include "agent/status_file.hpp"
 #include "agent/status_pacer.hpp"
+#include "protocol/poll_text.hpp"
 #include "common/coroutine_warning.hpp"
 #include "common/spawn.hpp"
 #include "nymph/version.hpp"
@@ -417,20 +419,23 @@ struct Daemon::Impl final : ShipperStarter {
 
   // ---- polling -------------------------------------------------------------------------------------------
 
-  // The next poll's request, numbered `serial` (polls_made): each attempt it lists records that it was listed in it
-  // (Attempt::listed_in), which is how that poll's reply knows whose leases it renewed.
-  protocol::PollRequest make_poll_request(std::uint64_t serial) {
-    protocol::PollRequest p;
-    bool accepting = lifecycle.accepting_jobs();
-    for (const auto& [name, cap] : settings.capacity) p.free[name] = accepting ? std::max(0, cap - busy_slots_on(name)) : 0;
+  // The next poll's request (a PollRequest's JSON text), numbered `serial` (polls_made): each attempt it lists
+  // records that it was listed in it (Attempt::listed_in), which is how that poll's reply knows whose leases it
+  // renewed. Written straight from the attempts: at ten thousand of them a PollRequest and its json::value were the
+  // agent's peak memory.
+  std::string make_poll_request(std::uint64_t serial) {
+    const bool accepting = lifecycle.accepting_jobs();
+    std::map<std::string, int> free;
+    for (const auto& [name, cap] : settings.capacity) free[name] = accepting ? std::max(0, cap - busy_slots_on(name)) : 0;
     for (const auto& [id, a] : attempts) {
       if (!a->listed()) continue;
-      p.running.push_back({a->job_id, a->lease_id});
       if (a->listed_in.first == 0) a->listed_in.first = serial;
       a->listed_in.last = serial;
     }
-    p.draining = !accepting;
-    return p;
+    return protocol::poll_request_text(free, !accepting, [&](const auto& emit) {
+      for (const auto& [id, a] : attempts)
+        if (a->listed_in.last == serial) emit(a->job_id, a->lease_id);
+    });
   }
 
   // The reply to poll `serial`, sent at `sent`, renewed the lease of every attempt that poll listed.
@@ -481,7 +486,7 @@ struct Daemon::Impl final : ShipperStarter {
   // Sends one poll and applies its reply; a failure (or a cancellation: nullopt) is left in `f` for the loop
   // unless a newer poll superseded this one. Removes `f` from polls_in_flight once the loop is done with it.
   NYMPH_GCC_PR109224_BEGIN  // see common/coroutine_warning.hpp
-  asio::awaitable<void> fly(PollFlight* f, protocol::PollRequest request, std::uint64_t serial) {
+  asio::awaitable<void> fly(PollFlight* f, std::string request, std::uint64_t serial) {
     const auto sent = Clock::now();
     const auto hold = hold_for_leases();
     ++polls_sent;

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -73,9 +74,11 @@ class FakeControlPlane final : public ControlPlane {
     co_return resp;
   }
 
-  asio::awaitable<CallResult<protocol::PollResponse>> poll(std::string, protocol::PollRequest r,
+  asio::awaitable<CallResult<protocol::PollResponse>> poll(std::string, std::string request,
                                                            std::chrono::milliseconds hold) override {
-    polls.push_back(r);
+    auto r = protocol::parse_as<protocol::PollRequest>(request);
+    if (!r) throw std::logic_error("the agent sent a poll that does not parse: " + r.error().message);
+    polls.push_back(std::move(*r));
     holds.push_back(hold);
     changed.notify();
     if (silent) co_return CallError{CallFailure::transient, "poll: connection refused"};
