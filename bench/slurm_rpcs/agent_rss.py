@@ -57,6 +57,16 @@ class Api:
         return json.loads(data or b"{}")
 
 
+def poll_requests(url):
+    """nymph-control's polls answered so far (its /metrics counter nymph_poll_requests_total)."""
+    host, port = url.split("//")[1].split(":")
+    c = http.client.HTTPConnection(host, int(port), timeout=30)
+    c.request("GET", "/metrics")
+    body = c.getresponse().read().decode()
+    c.close()
+    return next((int(l.split()[1]) for l in body.splitlines() if l.startswith("nymph_poll_requests_total ")), 0)
+
+
 def connections_to(port):
     """Established TCP connections whose remote end is 127.0.0.1:`port` (the agent's side of its connections to the
     control plane; the admin client's are counted too: one)."""
@@ -127,12 +137,14 @@ def measure(n):
         sampler.start()
         t0 = time.monotonic()
         agent_cpu0, server_cpu0 = cpu_s(agent.pid), cpu_s(server.pid)
+        polls0 = poll_requests(url)
         for _ in range(n):
             api("POST", "/v1/jobs", {"runner": "slurm", "argv": ["/bin/sleep", "3600"]})
         submitted_s = time.monotonic() - t0
         wait_until(f"{n} jobs in Slurm", lambda: len(bench_jobs_in_slurm(tmp)) >= n, 600)
         in_slurm_s = time.monotonic() - t0
         agent_cpu, server_cpu = cpu_s(agent.pid) - agent_cpu0, cpu_s(server.pid) - server_cpu0
+        polls = poll_requests(url) - polls0
         samples = []
         end = time.monotonic() + HOLD_S
         while time.monotonic() < end:
@@ -145,7 +157,7 @@ def measure(n):
               f"{len(samples)} samples) {low}-{high} KiB: per tracked job {(low - baseline) * 1024 / n:.0f} B "
               f"between cycles, {(high - baseline) * 1024 / n:.0f} B at the peak "
               f"(submitted to the control plane in {submitted_s:.1f} s, all in Slurm after {in_slurm_s:.1f} s; CPU "
-              f"meanwhile: agent {agent_cpu:.1f} s, control plane {server_cpu:.1f} s); "
+              f"meanwhile: agent {agent_cpu:.1f} s, control plane {server_cpu:.1f} s; polls meanwhile {polls}); "
               f"most connections to the control plane at once {sampler.most} (sampled every 20 ms)",
               flush=True)
     finally:
