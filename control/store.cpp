@@ -3,6 +3,8 @@
 #include "control/store.hpp"
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include <boost/json/array.hpp>
@@ -130,16 +132,8 @@ void Store::take_over(const std::string& worker_id, const std::string& identity,
         .bind("replaced by worker " + worker_id, when, id)
         .run();
     out.replaced_workers.push_back(id);
-    std::vector<AttemptRow> left;  // what the new worker did not list (listed ones are ours now)
-    {
-      static const std::string sql = std::string("SELECT ") + rows::kAttemptRowColumns +
-                                     " FROM attempts a JOIN jobs j ON j.id=a.job_id AND j.current_lease=a.lease_id "
-                                     "WHERE a.worker_id=? AND a.state IN ('assigned','pending','running')";
-      auto q = db_.query(sql.c_str());
-      q.bind(id);
-      while (q.step()) left.push_back(rows::attempt_row_from(q));
-    }
-    for (const auto& a : left) {
+    // What the new worker did not list (listed ones are ours now).
+    for (const auto& a : live_attempts_on(id)) {
       out.lost_leases.push_back(a.lease_id);
       if (auto needs = lose_attempt(a, why, now)) out.requeued.push_back(std::move(*needs));
     }
@@ -155,12 +149,34 @@ std::optional<AttemptRow> Store::attempt_of(const std::string& lease_id) {
   return rows::attempt_row_from(q);
 }
 
+std::vector<AttemptRow> Store::live_attempts_on(const std::string& worker_id) {
+  static const std::string sql = std::string("SELECT ") + rows::kAttemptRowColumns +
+                                 " FROM attempts a JOIN jobs j ON j.id=a.job_id AND j.current_lease=a.lease_id "
+                                 "WHERE a.worker_id=? AND a.state IN ('assigned','pending','running')";
+  auto q = db_.query(sql.c_str());
+  q.bind(worker_id);
+  std::vector<AttemptRow> out;
+  while (q.step()) out.push_back(rows::attempt_row_from(q));
+  return out;
+}
+
 void Store::reconcile(const std::string& worker_id, const std::vector<protocol::AttemptRef>& running,
                       std::vector<protocol::CancelOrder>& cancel, std::vector<LeaseRef>& renewed,
                       const std::vector<std::string>& adoptable, std::vector<std::string>* adopted,
                       std::map<std::string, std::int64_t>* last_seq) {
+  // A manager lists every attempt it holds in every poll (ten thousand): the worker's own live ones are read in one
+  // query, not one per listed lease. Any other listed lease (final, another worker's, unknown) is looked up alone.
+  auto live_here = live_attempts_on(worker_id);
+  std::unordered_map<std::string_view, AttemptRow*> live_by_lease;
+  live_by_lease.reserve(live_here.size());
+  for (auto& a : live_here) live_by_lease.emplace(a.lease_id, &a);
   for (const auto& ref : running) {
-    auto a = attempt_of(ref.lease_id);
+    std::optional<AttemptRow> looked_up;
+    AttemptRow* a = nullptr;
+    if (auto it = live_by_lease.find(ref.lease_id); it != live_by_lease.end())
+      a = it->second;
+    else if ((looked_up = attempt_of(ref.lease_id)))
+      a = &*looked_up;
     if (a && a->job_id == ref.job_id && a->worker_id != worker_id && a->current() &&
         std::find(adoptable.begin(), adoptable.end(), a->worker_id) != adoptable.end()) {
       // Takeover: the attempt carries on here under the same lease (a final one too: its event may be

@@ -264,6 +264,8 @@ class Store {
   std::string new_id(std::string_view prefix);
 
   std::optional<rows::AttemptRow> attempt_of(const std::string& lease_id);
+  // `worker_id`'s live attempts (assigned, pending, running) that are their job's current one, in one query.
+  std::vector<rows::AttemptRow> live_attempts_on(const std::string& worker_id);
   // The attempt holding `lease_id` if it is one of `job_id` and on `worker_id`: unknownJob, leaseLost or
   // forbidden otherwise.
   ApiResult<rows::AttemptRow> attempt_of_job(const std::string& job_id, const std::string& lease_id,

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include <spdlog/sinks/ostream_sink.h>
 
@@ -267,6 +268,42 @@ TEST_F(StoreTest, LostLeaseRequeuesThenFencesTheOldWorker) {
   EXPECT_FALSE(store_->expire_lease(a2.lease_id, "test", now()).requeued);
   EXPECT_EQ(store_->get_job(j)->state, p::JobState::lost);
   EXPECT_FALSE(store_->expire_lease(a2.lease_id, "again", now()).expired);
+}
+
+// A poll checks the worker's own live attempts from one query and looks any other listed lease up alone: each
+// listed attempt is answered as if it were checked alone, whichever way it was found.
+TEST_F(StoreTest, APollListingEveryKindOfAttemptAnswersEachOne) {
+  std::string w = worker(), other = worker();
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 5; ++i) jobs.push_back(submit());
+  std::vector<std::string> leases;
+  for (const auto& a : poll(w, {{"process", 5}}).reply.jobs) leases.push_back(a.lease_id);
+  ASSERT_EQ(leases.size(), 5u);
+  store_->cancel_job(jobs[1], now()).value();                                                  // live, cancel asked
+  store_->apply_event(jobs[2], event(leases[2], 1, p::EventState::succeeded, 0), w, now()).value();  // final
+  std::string elsewhere = submit();
+  auto other_lease = poll(other, {{"process", 1}}).reply.jobs.at(0).lease_id;
+  auto out = poll(w, {{"process", 0}},
+                  {{jobs[0], leases[0]},
+                   {jobs[1], leases[1]},
+                   {jobs[2], leases[2]},
+                   {elsewhere, other_lease},  // another worker's
+                   {jobs[0], leases[1]},      // a live lease of this worker's, under another job's id
+                   {"job_unknown", "lse_unknown"},
+                   {jobs[3], leases[3]},
+                   {jobs[4], leases[4]}});
+  EXPECT_EQ(out.renewed_leases, (std::vector<LeaseRef>{{leases[0], "process"},
+                                                       {leases[1], "process"},
+                                                       {leases[3], "process"},
+                                                       {leases[4], "process"}}));
+  std::vector<std::tuple<std::string, std::string, p::CancelReason>> cancels;
+  for (const auto& c : out.reply.cancel) cancels.emplace_back(c.job_id, c.lease_id, c.reason);
+  using R = p::CancelReason;
+  EXPECT_EQ(cancels, (std::vector<std::tuple<std::string, std::string, R>>{
+                         {jobs[1], leases[1], R::user},
+                         {elsewhere, other_lease, R::lease_lost},
+                         {jobs[0], leases[1], R::lease_lost},
+                         {"job_unknown", "lse_unknown", R::lease_lost}}));
 }
 
 TEST_F(StoreTest, CancelQueuedRunningAndFinished) {
