@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "platform/child_process.hpp"
@@ -47,6 +48,22 @@ asio::awaitable<CommandResult> run_ok(std::vector<std::string> argv, Environment
   auto r = co_await run_command(std::move(argv), std::move(env), timeout, std::move(opts));
   if (!r) throw std::runtime_error("run_command failed: " + r.error().message);
   co_return std::move(*r);
+}
+
+// Everything `child` writes to its standard output, read to the end on `ioc`; the child is waited for after.
+std::string output_then_wait(asio::io_context& ioc, ChildProcess& child) {
+  std::string out;
+  auto read_all = [&]() -> asio::awaitable<void> {
+    char buf[4096];
+    for (;;) {
+      auto [ec, n] = co_await child.out()->async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
+      out.append(buf, n);
+      if (ec) break;
+    }
+    co_await child.wait();
+  };
+  run_coro(ioc, read_all());
+  return out;
 }
 
 class ChildProcessTest : public ::testing::Test {
@@ -330,22 +347,40 @@ TEST_F(ChildProcessTest, DieWithParentStillReportsAFailedExecAndPassesTheStreams
   auto child = ChildProcess::launch(ioc.get_executor(), std::move(ok));
   ASSERT_TRUE(child) << child.error().message;
   EXPECT_EQ(::getpgid(child->pid()), child->pid()) << "its own process group";
-  std::string out;
-  auto read_all = [&]() -> asio::awaitable<void> {
-    char buf[4096];
-    for (;;) {
-      auto [ec, n] = co_await child->out()->async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
-      out.append(buf, n);
-      if (ec) break;
-    }
-    co_await child->wait();
-  };
-  run_coro(ioc, read_all());
+  std::string out = output_then_wait(ioc, *child);
   auto l = lines(out);
   EXPECT_NE(std::find(l.begin(), l.end(), "0"), l.end()) << out;
   for (const auto& line : l) EXPECT_NE(line, "3") << "a descriptor beyond 0-2 leaked:\n" << out;
   EXPECT_EQ(l.back(), "/") << out;
 }
 
+// Each thread's spawns run on a child stack of that thread's own (platform/spawn.cpp keeps one per thread): two
+// threads spawning at once never start a child on a stack the other is using.
+TEST_F(ChildProcessTest, TwoThreadsSpawningAtOnceEachStartTheirOwnChildren) {
+  constexpr int kEach = 40;
+  auto spawn_many = [](std::string tag, std::vector<std::string>& failures) {
+    asio::io_context own;
+    for (int i = 0; i < kEach; ++i) {
+      std::string arg = tag + "-" + std::to_string(i);
+      LaunchOptions opts{child_args({"--print-args", arg}), minimal_env()};
+      opts.die_with_parent = true;
+      auto child = ChildProcess::launch(own.get_executor(), std::move(opts));
+      if (!child) {
+        failures.push_back(arg + ": " + child.error().message);
+        continue;
+      }
+      std::string out = output_then_wait(own, *child);
+      auto l = lines(out);
+      if (std::find(l.begin(), l.end(), arg) == l.end()) failures.push_back(arg + ": printed '" + out + "'");
+    }
+  };
+  std::vector<std::string> first_failures, second_failures;
+  std::thread second([&] { spawn_many("second", second_failures); });
+  spawn_many("first", first_failures);
+  second.join();
+  EXPECT_TRUE(first_failures.empty()) << first_failures.front();
+  EXPECT_TRUE(second_failures.empty()) << second_failures.front();
+  EXPECT_TRUE(test::zombie_children().empty());
+}
 }  // namespace
 }  // namespace nymph::platform
