@@ -10,7 +10,8 @@ Prints, for an uninstrumented build (cmake --preset release && cmake --build --p
                   nymph_db_commits_total). "Done" is seen by a
                   client whose GET /v1/jobs/{id}?waitS= the server answers when the job is final, so the
                   figure is what a user observes and nothing polls the server meanwhile; the server's own
-                  createdAt -> finishedAt (millisecond timestamps) is printed next to it.
+                  createdAt -> finishedAt (millisecond timestamps) is printed next to it. The same round trips are
+                  then timed from a C++ client (nymph-round-trip-client), without this Python client's own cost.
   50 MB of stdout: delivery MB/s (server timestamps) and the agent's peak RSS
 Needs python3 only. Everything runs in a temporary directory and is stopped at the end.
 NYMPH_BENCH_AGENT=path runs another nymph binary (e.g. the static build) against this build's nymph-control.
@@ -26,6 +27,7 @@ NYMPH = os.environ.get("NYMPH_BENCH_AGENT", f"{build}/agent/nymph")
 CONTROL = f"{build}/control/nymph-control"
 BASELINE = f"{build}/bench/agent/nymph-spawn-baseline"
 RUNNER_OVERHEAD = f"{build}/bench/agent/nymph-runner-overhead"
+ROUND_TRIP_CLIENT = f"{build}/bench/agent/nymph-round-trip-client"
 IDLE_S = float(os.environ.get("NYMPH_BENCH_IDLE_S", "60"))
 ROUND_TRIPS = int(os.environ.get("NYMPH_BENCH_ROUND_TRIPS", "200"))
 THROUGHPUT_JOBS = int(os.environ.get("NYMPH_BENCH_THROUGHPUT_JOBS", "400"))
@@ -135,6 +137,9 @@ def pct(values, p):
 
 try:
     admin = token("admin")
+    with open(f"{tmp}/admin-token", "w") as f:
+        f.write(admin)
+    os.chmod(f"{tmp}/admin-token", 0o600)
     agent_token = token("agent")
     with open(f"{tmp}/token", "w") as f:
         f.write(agent_token)
@@ -175,28 +180,40 @@ try:
     spawn_rate2 = spawn_rate_in_flight(2)
     sync_p50, sync_p99 = fdatasync_ms(tmp)
 
-    seen, server = [], []
+    seen, server_ms = [], []
     commits0 = commits()
     for _ in range(ROUND_TRIPS):
         t0 = time.perf_counter()
         j = api("POST", "/v1/jobs", {"runner": "process", "argv": ["/bin/true"]})
         done = wait_final(j["id"])
         seen.append((time.perf_counter() - t0) * 1000)
-        server.append((ts(done["finishedAt"]) - ts(done["createdAt"])) * 1000)
+        server_ms.append((ts(done["finishedAt"]) - ts(done["createdAt"])) * 1000)
     print(f"/bin/true round trip (submit -> done, {ROUND_TRIPS} jobs one at a time): p50 {pct(seen, 50):.2f} ms, "
           f"p99 {pct(seen, 99):.2f} ms as the submitting client sees it (server timestamps: mean "
-          f"{statistics.mean(server):.2f} ms)")
+          f"{statistics.mean(server_ms):.2f} ms)")
     print(f"  this machine, same run: fork/exec/wait of /bin/true p50 {fork_p50:.2f} ms, p99 {fork_p99:.2f} ms; "
           f"posix_spawn/wait p50 {spawn_p50:.2f} ms; round trip / fork p50 = {pct(seen, 50) / fork_p50:.1f}x")
     print(f"  the agent's process runner alone (work dir, pipes, process group, reaping; no control plane): "
           f"p50 {runner_p50:.2f} ms, p99 {runner_p99:.2f} ms = {runner_p50 / fork_p50:.2f}x fork/exec/wait")
     round_trip_commits = (commits() - commits0) / ROUND_TRIPS
     budget = spawn_p50 + 2 * sync_p50 + 0.5
+    lean = subprocess.run([ROUND_TRIP_CLIENT, url, f"{tmp}/admin-token", str(ROUND_TRIPS)] +
+                          ([f"{tmp}/cert.pem"] if TLS else []), check=True, capture_output=True, text=True).stdout
+    lean_p50, lean_p99, _, exchange_p50 = (float(f.split("=")[1]) / 1000 for f in lean.split())
     print(f"  fdatasync of a 4 KiB append beside the database: p50 {sync_p50:.2f} ms, p99 {sync_p99:.2f} ms; "
           f"control-plane commits per job {round_trip_commits:.2f}")
     print(f"  target (issue 17): p50 <= posix_spawn/wait + 2 x fdatasync + 0.5 ms = {budget:.2f} ms: "
           f"p50 {pct(seen, 50):.2f} ms = {pct(seen, 50) / budget:.2f}x the budget "
           f"({'met' if pct(seen, 50) <= budget else 'missed'})")
+    print(f"  the same {ROUND_TRIPS} round trips from a C++ client (nymph-round-trip-client, nymph's HTTP client): "
+          f"p50 {lean_p50:.2f} ms, p99 {lean_p99:.2f} ms = {lean_p50 / budget:.2f}x the budget "
+          f"({'met' if lean_p50 <= budget else 'missed'})")
+    # A round trip is two request/reply exchanges that commit (the submission, the final event) and two one-way
+    # replies (the poll carrying the job, the waiter's answer): about three plain exchanges besides the syncs.
+    floor = runner_p50 + 2 * sync_p50 + 3 * exchange_p50
+    print(f"  one plain GET /v1/jobs/{{id}} exchange (loopback HTTP + a read on the database thread): p50 "
+          f"{exchange_p50:.2f} ms; this design's floor, the runner alone + 2 x fdatasync + 3 such exchanges = "
+          f"{floor:.2f} ms = {floor / budget:.2f}x the budget; the C++ client's p50 is {lean_p50 / floor:.2f}x it")
 
     commits0 = commits()
     t0 = time.perf_counter()
@@ -217,12 +234,15 @@ try:
     ids = submit_true_jobs(THROUGHPUT_JOBS)
     commits0 = commits()
     polls0 = metric("nymph_poll_requests_total")
+    agent_cpu0, server_cpu0 = proc_stat(agent.pid)[0], proc_stat(server.pid)[0]
     resumed = time.time()
     agent.send_signal(signal.SIGCONT)
     # One held GET for the last job while they run (a GET per job would compete with the agent and the control
     # plane for the two cores); the others are read once it is final. The figure is from the server's clock.
     wait_final(ids[-1])
     queued_commits = (commits() - commits0) / THROUGHPUT_JOBS
+    agent_cpu_ms = (proc_stat(agent.pid)[0] - agent_cpu0) * 1000 / THROUGHPUT_JOBS
+    server_cpu_ms = (proc_stat(server.pid)[0] - server_cpu0) * 1000 / THROUGHPUT_JOBS
     polls1 = metric("nymph_poll_requests_total")
     queued_polls = "n/a" if polls0 is None else f"{(polls1 - polls0) / THROUGHPUT_JOBS:.2f}"
     jobs = [wait_final(i) for i in ids]
@@ -230,6 +250,8 @@ try:
     rate = THROUGHPUT_JOBS / (max(ts(j["finishedAt"]) for j in jobs) - resumed)
     print(f"/bin/true throughput ({THROUGHPUT_JOBS} queued before the agent resumes, 2 in flight): {rate:.0f} jobs/s "
           f"({ok} succeeded), control-plane commits per job {queued_commits:.2f}, polls per job {queued_polls}")
+    print(f"  CPU per job (its own, not its children's): agent {agent_cpu_ms:.2f} ms, nymph-control "
+          f"{server_cpu_ms:.2f} ms")
     print(f"  this machine, same run: posix_spawn/wait of /bin/true with 2 in flight {spawn_rate2:.0f}/s; target "
           f"(issue 17) >= 0.5 x that = {0.5 * spawn_rate2:.0f} jobs/s: queued {rate / spawn_rate2:.2f}x the bare rate "
           f"({'met' if rate >= 0.5 * spawn_rate2 else 'missed'}); submitted while running "
