@@ -5,16 +5,14 @@
 // prints the p50 and p99 of submit -> final in microseconds as "p50_us=... p99_us=... failed=K" (K: jobs whose
 // final state was not "succeeded"), then "exchange_p50_us=...": the p50 of N plain GET /v1/jobs/{id} of the last
 // job (one HTTP exchange on loopback and one read through nymph-control's database thread, no commit), the
-// unit the round trip's hops are made of. The admin token is read from TOKEN_FILE, never taken from argv.
+// unit the round trip's hops are made of. The admin token is read from TOKEN_FILE (a 0600 file, as the agent's
+// token), never taken from argv.
 // bench/agent/run.py runs it beside its Python client: the Python client's own request handling is about a
 // millisecond of each round trip on this machine, which this client does not add.
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <future>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,8 +23,11 @@
 #include <boost/asio/use_future.hpp>
 #include <boost/json.hpp>
 
+#include "agent/config.hpp"
+#include "bench/control_server.hpp"
 #include "http/client.hpp"
 #include "protocol/routes.hpp"
+#include "protocol/types.hpp"
 
 namespace asio = boost::asio;
 namespace http = nymph::http;
@@ -34,17 +35,6 @@ namespace json = boost::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-// The first line of `path` without surrounding white space; exits with a message when it cannot be read.
-std::string read_token(const char* path) {
-  std::ifstream in(path);
-  std::string token((std::istreambuf_iterator<char>(in)), {});
-  token.erase(std::find_if(token.rbegin(), token.rend(), [](unsigned char c) { return !std::isspace(c); }).base(),
-              token.end());
-  if (!in.good() && !in.eof()) std::exit((std::fprintf(stderr, "cannot read %s\n", path), 2));
-  if (token.empty()) std::exit((std::fprintf(stderr, "%s is empty\n", path), 2));
-  return token;
-}
 
 // The reply's JSON object; throws (a bench failure) on a transport error or a non-2xx status.
 asio::awaitable<json::object> call(http::Client& client, http::Method method, std::string target, std::string token,
@@ -61,10 +51,6 @@ asio::awaitable<json::object> call(http::Client& client, http::Method method, st
   co_return json::parse(reply->body).as_object();
 }
 
-bool is_final(std::string_view state) {
-  return state == "succeeded" || state == "failed" || state == "cancelled" || state == "lost";
-}
-
 // One job submitted and waited for; returns its id, or nullopt when it did not succeed.
 asio::awaitable<std::optional<std::string>> round_trip(http::Client& client, const std::string& token) {
   auto job = co_await call(client, http::Method::post, nymph::protocol::jobs_path(), token,
@@ -72,14 +58,11 @@ asio::awaitable<std::optional<std::string>> round_trip(http::Client& client, con
   std::string id(job.at("id").as_string());
   for (;;) {
     auto now = co_await call(client, http::Method::get, nymph::protocol::job_path(id) + "?waitS=60", token);
-    std::string_view state = now.at("state").as_string();
-    if (is_final(state)) co_return state == "succeeded" ? std::optional(id) : std::nullopt;
+    auto state = nymph::protocol::parse_job_state(now.at("state").as_string());
+    if (!state) throw std::runtime_error("job " + id + " has an unknown state");
+    if (nymph::protocol::is_final(*state))
+      co_return *state == nymph::protocol::JobState::succeeded ? std::optional(id) : std::nullopt;
   }
-}
-
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(static_cast<double>(v.size()) * q))];
 }
 
 }  // namespace
@@ -89,7 +72,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s URL TOKEN_FILE N [CA_FILE]\n", argv[0]);
     return 2;
   }
-  const std::string token = read_token(argv[2]);
+  auto token_file = nymph::agent::read_token_file(argv[2]);
+  if (!token_file) return (std::fprintf(stderr, "%s\n", token_file.error().message.c_str()), 2);
+  const std::string token = std::move(*token_file);
   const int n = std::atoi(argv[3]);
   if (n < 1) return (std::fprintf(stderr, "N must be at least 1\n"), 2);
   http::ClientConfig config;
@@ -126,7 +111,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "round trip failed: %s\n", e.what());
     return 1;
   }
+  using nymph::bench::percentile;  // 0 for no samples
   std::printf("p50_us=%.0f p99_us=%.0f failed=%d exchange_p50_us=%.0f\n", percentile(micros, 0.5),
-              percentile(micros, 0.99), failed, exchange_micros.empty() ? 0.0 : percentile(exchange_micros, 0.5));
+              percentile(micros, 0.99), failed, percentile(exchange_micros, 0.5));
   return 0;
 }
